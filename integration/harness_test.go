@@ -1,0 +1,305 @@
+// Package integration runs Warren end to end: a real `warren server`
+// process, the real runsc and the real built-in Debian image. Nothing here is
+// faked. The tests need root; they skip otherwise (scripts/test.sh runs them
+// as root, as CI does).
+package integration
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/client"
+)
+
+// RequiresRoot skips t unless it runs as root.
+func RequiresRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: run scripts/test.sh (as root)")
+	}
+	if testing.Short() {
+		t.Skip("integration test; -short given")
+	}
+}
+
+var (
+	repoRoot = func() string {
+		_, file, _, _ := runtime.Caller(0)
+		return filepath.Dir(filepath.Dir(file))
+	}()
+	binDir   string
+	cacheDir = envOr("WARREN_CACHE_DIR", "/var/cache/warren")
+	// subnetSeq gives every server of this test process its own /24, so
+	// servers running side by side never hand out the same address.
+	subnetSeq atomic.Int32
+)
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		if os.Geteuid() != 0 {
+			return m.Run() // every test skips
+		}
+		binDir = os.Getenv("WARREN_BIN")
+		if binDir == "" {
+			dir, err := os.MkdirTemp("", "warren-bin-")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			defer os.RemoveAll(dir)
+			binDir = dir
+			if err := buildBinaries(dir); err != nil {
+				fmt.Fprintln(os.Stderr, "building warren:", err)
+				return 1
+			}
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+func buildBinaries(dir string) error {
+	for _, b := range []struct{ pkg, out string }{
+		{"./cmd/warren", "warren"}, {"./cmd/warren-agent", "warren-agent"},
+	} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
+		cmd.Dir = repoRoot
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %v\n%s", b.pkg, err, out)
+		}
+	}
+	return nil
+}
+
+func runscPath(t testing.TB) string {
+	if p := os.Getenv("WARREN_RUNSC"); p != "" {
+		return p
+	}
+	out, err := exec.Command(filepath.Join(repoRoot, "scripts", "build-runsc.sh")).Output()
+	if err != nil {
+		t.Fatalf("finding runsc: %v (run scripts/build-runsc.sh)", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// Server is a warren server process started by a test.
+type Server struct {
+	t        testing.TB
+	StateDir string
+	Addr     string
+	Subnet   string
+	Runsc    string
+	Client   *client.Client
+	cmd      *exec.Cmd
+	logPath  string
+	exited   chan struct{}
+}
+
+// StartServer starts a warren server on a fresh state directory, and stops
+// it (deleting every sandbox it made) when the test ends.
+func StartServer(t testing.TB) *Server {
+	t.Helper()
+	RequiresRoot(t)
+	stateDir, err := os.MkdirTemp("", "warren-state-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := subnetSeq.Add(1)
+	s := &Server{t: t, StateDir: stateDir, Runsc: runscPath(t),
+		Subnet: fmt.Sprintf("10.213.%d.0/24", (os.Getpid()*8+int(n))%250)}
+	s.Start()
+	t.Cleanup(func() {
+		s.deleteAll()
+		s.Stop()
+		s.assertNoLeftovers()
+		os.RemoveAll(stateDir)
+	})
+	return s
+}
+
+// Start starts (or restarts) the server process on its state directory.
+func (s *Server) Start() {
+	t := s.t
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Addr = ln.Addr().String()
+	ln.Close()
+	s.logPath = filepath.Join(s.StateDir, "server.log")
+	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	s.cmd = exec.Command(filepath.Join(binDir, "warren"), "server",
+		"--state-dir", s.StateDir, "--listen", s.Addr, "--cache-dir", cacheDir,
+		"--runsc", s.Runsc, "--agent", filepath.Join(binDir, "warren-agent"),
+		"--subnet", s.Subnet, "--log-level", "debug")
+	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) { cmd.Wait(); close(done) }(s.cmd, s.exited)
+
+	// The first start on a fresh machine builds the Debian image.
+	deadline := time.Now().Add(15 * time.Minute)
+	c := client.New("http://"+s.Addr, "")
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := c.Health(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		select {
+		case <-s.exited:
+			t.Fatalf("warren server exited before it was ready:\n%s", s.Log())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("warren server not ready after 15m:\n%s", s.Log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	key, err := os.ReadFile(filepath.Join(s.StateDir, "admin.key"))
+	if err != nil {
+		t.Fatalf("reading the admin key: %v", err)
+	}
+	s.Client = client.New("http://"+s.Addr, strings.TrimSpace(string(key)))
+}
+
+// Stop stops the server gracefully (SIGTERM), as an operator would.
+func (s *Server) Stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.exited
+		s.t.Errorf("warren server did not stop within 30s of SIGTERM")
+	}
+	s.cmd = nil
+}
+
+// Kill kills the server with SIGKILL, as a crash would.
+func (s *Server) Kill() {
+	s.cmd.Process.Kill()
+	<-s.exited
+	s.cmd = nil
+}
+
+// Log returns the server's log so far.
+func (s *Server) Log() string {
+	b, _ := os.ReadFile(s.logPath)
+	return string(b)
+}
+
+// RunscRoot is the runsc root directory of the server's sandboxes.
+func (s *Server) RunscRoot() string { return filepath.Join(s.StateDir, "runsc") }
+
+func (s *Server) deleteAll() {
+	if s.cmd == nil {
+		s.Start()
+	}
+	ctx := context.Background()
+	sbs, err := s.Client.ListSandboxes(ctx, client.ListOptions{})
+	if err != nil {
+		s.t.Errorf("listing sandboxes to clean up: %v", err)
+		return
+	}
+	for _, sb := range sbs {
+		if err := s.Client.DeleteSandbox(ctx, sb.ID); err != nil {
+			s.t.Errorf("deleting sandbox %s: %v", sb.ID, err)
+		}
+	}
+}
+
+// assertNoLeftovers checks that no runsc process, network namespace, veth
+// or cgroup of this server's sandboxes remains.
+func (s *Server) assertNoLeftovers() {
+	t := s.t
+	t.Helper()
+	// runsc processes of this server carry its root directory in argv.
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if strings.Contains(string(b), s.RunscRoot()) {
+			t.Errorf("runsc process left behind: %s: %s", p, strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	entries, _ := os.ReadDir(filepath.Join(s.StateDir, "sandboxes"))
+	for _, e := range entries {
+		t.Errorf("sandbox directory left behind: %s", e.Name())
+	}
+	for _, id := range s.knownIDs() {
+		if _, err := os.Stat("/var/run/netns/warren-" + id); err == nil {
+			t.Errorf("network namespace left behind: warren-%s", id)
+		}
+		if _, err := net.InterfaceByName("wv-" + id[3:]); err == nil {
+			t.Errorf("veth left behind: wv-%s", id[3:])
+		}
+	}
+}
+
+// knownIDs reads every sandbox id the server ever logged.
+func (s *Server) knownIDs() []string {
+	f, err := os.Open(s.logPath)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	seen := map[string]bool{}
+	var ids []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if i := strings.Index(line, "sandbox_id="); i >= 0 {
+			id := line[i+len("sandbox_id="):]
+			if len(id) >= 15 {
+				id = id[:15]
+				if !seen[id] {
+					seen[id] = true
+					ids = append(ids, id)
+				}
+			}
+		}
+	}
+	return ids
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func readFile(p string) ([]byte, error) { return os.ReadFile(p) }

@@ -1,0 +1,202 @@
+// Package runsc drives gVisor's runsc command.
+//
+// Every sandbox is one runsc container whose id is the sandbox id (fixed
+// length: runsc matches ids by prefix). All sandboxes of a daemon share one
+// runsc root directory. The flags a sandbox was started with are the flags
+// it must be restored with, so they are derived from Options alone.
+package runsc
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+
+	"github.com/warrenhq/warren/api"
+)
+
+// Version is the gvisor.dev/gvisor module version Warren builds runsc from
+// (tools/runsc/go.mod). A module build prints VERSION_MISSING for
+// --version, so builds are identified by this and the binary's hash.
+const Version = "v0.0.0-20260905035102-160fafc42237"
+
+// Runsc runs runsc commands against one root directory.
+type Runsc struct {
+	binary   string
+	root     string
+	platform string
+	buildID  string
+}
+
+// New checks binary and hashes it.
+func New(binary, root, platform string) (*Runsc, error) {
+	f, err := os.Open(binary)
+	if err != nil {
+		return nil, fmt.Errorf("runsc binary %s: %w; build it with scripts/build-runsc.sh or pass --runsc", binary, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return nil, fmt.Errorf("hashing runsc binary %s: %w", binary, err)
+	}
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("runsc root %s: %w", root, err)
+	}
+	if platform == "" {
+		platform = "systrap"
+	}
+	return &Runsc{binary: binary, root: root, platform: platform,
+		buildID: Version + "+sha256:" + hex.EncodeToString(h.Sum(nil))[:16]}, nil
+}
+
+// BuildID names the runsc build: module version and binary hash. A
+// checkpoint image restores only under the build that wrote it.
+func (r *Runsc) BuildID() string { return r.buildID }
+
+// Binary is the runsc executable's path.
+func (r *Runsc) Binary() string { return r.binary }
+
+// Options are the per-sandbox settings that shape runsc's global flags.
+type Options struct {
+	// OverlayDir holds the sandbox's writable layer (gVisor's overlay,
+	// backed by a file in this directory).
+	OverlayDir string
+	// OverlaySizeMB bounds the writable layer; 0 leaves runsc's default.
+	OverlaySizeMB int64
+	// LogPath receives runsc's own log.
+	LogPath string
+}
+
+func (r *Runsc) globalArgs(o Options) []string {
+	overlay := "root:dir=" + o.OverlayDir
+	if o.OverlaySizeMB > 0 {
+		overlay += fmt.Sprintf(",size=%dm", o.OverlaySizeMB)
+	}
+	args := []string{"--root", r.root, "--platform", r.platform, "--network", "sandbox", "--overlay2", overlay}
+	if o.LogPath != "" {
+		args = append(args, "--log", o.LogPath, "--log-format", "text")
+	}
+	return args
+}
+
+// Run creates and starts sandbox id from bundle, detached. stdio receives
+// the sandbox's PID 1 standard output and error.
+func (r *Runsc) Run(ctx context.Context, id, bundle string, o Options, stdio *os.File) error {
+	args := append(r.globalArgs(o), "run", "--bundle", bundle, "--detach", id)
+	cmd := exec.CommandContext(ctx, r.binary, args...)
+	cmd.Stdin = nil
+	cmd.Stdout, cmd.Stderr = stdio, stdio
+	var stderr bytes.Buffer
+	if stdio == nil {
+		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	}
+	// The sandbox outlives this call and the daemon: keep it out of the
+	// daemon's process group so a ^C to the daemon doesn't reach it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("runsc run %s: %w: %s%s", id, err, strings.TrimSpace(stderr.String()), r.logTail(o.LogPath))
+	}
+	return nil
+}
+
+// State is what runsc reports of a container.
+type State struct {
+	ID     string `json:"id"`
+	Status string `json:"status"` // "created", "running", "paused", "stopped"
+	Pid    int    `json:"pid"`
+}
+
+// State reports container id; a container runsc doesn't know is ErrNotFound.
+func (r *Runsc) State(ctx context.Context, id string) (State, error) {
+	out, err := r.output(ctx, "state", id)
+	if err != nil {
+		if strings.Contains(err.Error(), "does not exist") || strings.Contains(err.Error(), "not found") {
+			return State{}, fmt.Errorf("runsc container %s: %w", id, api.ErrNotFound)
+		}
+		return State{}, err
+	}
+	var st State
+	if err := json.Unmarshal(out, &st); err != nil {
+		return State{}, fmt.Errorf("runsc state %s: %w", id, err)
+	}
+	return st, nil
+}
+
+// List lists the containers under the root.
+func (r *Runsc) List(ctx context.Context) ([]State, error) {
+	out, err := r.output(ctx, "list", "--format", "json")
+	if err != nil {
+		return nil, err
+	}
+	var sts []State
+	if s := strings.TrimSpace(string(out)); s == "" || s == "null" {
+		return nil, nil
+	}
+	if err := json.Unmarshal(out, &sts); err != nil {
+		return nil, fmt.Errorf("runsc list: %w", err)
+	}
+	return sts, nil
+}
+
+// Kill sends sig to every process of container id.
+func (r *Runsc) Kill(ctx context.Context, id string, sig syscall.Signal) error {
+	_, err := r.output(ctx, "kill", "--all", id, fmt.Sprint(int(sig)))
+	return err
+}
+
+// Delete force-deletes container id (killing it if it runs). A container
+// runsc doesn't know is not an error.
+func (r *Runsc) Delete(ctx context.Context, id string) error {
+	_, err := r.output(ctx, "delete", "--force", id)
+	if err != nil && (strings.Contains(err.Error(), "does not exist") || strings.Contains(err.Error(), "not found")) {
+		return nil
+	}
+	return err
+}
+
+func (r *Runsc) output(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, r.binary, append([]string{"--root", r.root}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("runsc %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// logTail returns the last lines of runsc's log that say what failed.
+func (r *Runsc) logTail(path string) string {
+	if path == "" {
+		return ""
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	var keep []string
+	for _, l := range lines {
+		if strings.Contains(l, "rror") || strings.Contains(l, "FATAL") || strings.Contains(l, "failed") {
+			keep = append(keep, l)
+		}
+	}
+	if len(keep) > 5 {
+		keep = keep[len(keep)-5:]
+	}
+	if len(keep) == 0 {
+		return ""
+	}
+	return "; runsc log (" + path + "): " + strings.Join(keep, " | ")
+}
+
+// IsNotFound reports whether err says runsc has no such container.
+func IsNotFound(err error) bool { return errors.Is(err, api.ErrNotFound) }

@@ -1,0 +1,503 @@
+// Package sandbox owns the lifecycle of sandboxes.
+//
+// A sandbox moves through these states; every transition is written to the
+// store (compare-and-set) before it is acknowledged:
+//
+//	create ──> creating ──agent answers──> running
+//	              │                           │
+//	              └──failure: cleaned up,     ├──processes died──> error
+//	                 row removed              │
+//	delete: any state ──> gone (processes, netns, veth, files, row)
+//
+// On start, the Manager adopts sandboxes whose runsc container still runs and
+// whose agent answers; a sandbox that was running but whose processes died
+// becomes error, with the reason; one caught in creating is cleaned up and
+// becomes error too.
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/warrenhq/warren/api"
+	"github.com/warrenhq/warren/internal/agent"
+	"github.com/warrenhq/warren/internal/backend/runsc"
+	"github.com/warrenhq/warren/internal/image"
+	"github.com/warrenhq/warren/internal/network"
+	"github.com/warrenhq/warren/internal/store"
+)
+
+// Config holds the Manager's settings.
+type Config struct {
+	// StateDir holds sandboxes/<id>/ (bundle, writable layer, logs).
+	StateDir string
+	// AgentDir is the host directory with warren-agent, mounted read-only
+	// in every sandbox.
+	AgentDir string
+	// CgroupParent is the cgroup under which sandboxes' cgroups are made.
+	CgroupParent string
+	// Node is this host's name, recorded as owner_node.
+	Node string
+	// Defaults and bounds of a sandbox's resources.
+	DefaultCPUs     float64
+	DefaultMemoryMB int64
+	DefaultDiskMB   int64
+	MaxCPUs         float64
+	MaxMemoryMB     int64
+	MaxDiskMB       int64
+	// DefaultImage is used when a create names no image.
+	DefaultImage string
+	// DefaultIdle is the idle policy of a sandbox that sets none.
+	DefaultIdle api.IdlePolicy
+	// ReadyTimeout bounds the wait for a new sandbox's agent.
+	ReadyTimeout time.Duration
+}
+
+// Manager creates, tracks and deletes sandboxes.
+type Manager struct {
+	cfg    Config
+	store  *store.Store
+	images *image.Store
+	rt     *runsc.Runsc
+	pool   *network.Pool
+	log    *slog.Logger
+
+	mu    sync.Mutex
+	live  map[string]*live
+	locks map[string]*sync.Mutex
+}
+
+// live is what the Manager keeps in memory of a sandbox that runs.
+type live struct {
+	agent *agent.Client
+}
+
+// NewManager returns a Manager. Call Recover before serving.
+func NewManager(cfg Config, st *store.Store, images *image.Store, rt *runsc.Runsc, pool *network.Pool, log *slog.Logger) *Manager {
+	return &Manager{cfg: cfg, store: st, images: images, rt: rt, pool: pool, log: log,
+		live: map[string]*live{}, locks: map[string]*sync.Mutex{}}
+}
+
+// idAlphabet is lower-case base32 without padding.
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// IDLen is the length of every sandbox id: "sb-" and 12 characters. Ids have
+// one length so no id is a prefix of another (runsc matches by prefix).
+const IDLen = 15
+
+// NewID returns a fresh sandbox id.
+func NewID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return "sb-" + idEncoding.EncodeToString(b)[:12]
+}
+
+var idPattern = regexp.MustCompile(`^sb-[a-z2-7]{12}$`)
+
+// ValidID reports whether id has the shape of a sandbox id.
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
+func (m *Manager) dir(id string) string { return filepath.Join(m.cfg.StateDir, "sandboxes", id) }
+
+func (m *Manager) link(sb store.Sandbox) (network.Link, error) {
+	addrs, err := m.pool.Addrs(sb.NetIndex)
+	if err != nil {
+		return network.Link{}, err
+	}
+	return network.Link{Netns: "warren-" + sb.ID, Veth: "wv-" + sb.ID[3:], Addrs: addrs}, nil
+}
+
+func (m *Manager) runscOptions(sb store.Sandbox) runsc.Options {
+	d := m.dir(sb.ID)
+	return runsc.Options{
+		OverlayDir:    filepath.Join(d, "overlay"),
+		OverlaySizeMB: sb.DiskMB,
+		LogPath:       filepath.Join(d, "runsc.log"),
+	}
+}
+
+// lock serialises lifecycle operations on one sandbox.
+func (m *Manager) lock(id string) func() {
+	m.mu.Lock()
+	l, ok := m.locks[id]
+	if !ok {
+		l = &sync.Mutex{}
+		m.locks[id] = l
+	}
+	m.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+var namePattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+var envKeyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf(format+": %w", append(args, api.ErrInvalid)...)
+}
+
+// validate checks a create request and fills in defaults. It changes
+// nothing on the host.
+func (m *Manager) validate(req *api.CreateSandboxRequest) (store.Sandbox, error) {
+	sb := store.Sandbox{
+		Name: req.Name, Env: req.Env, Metadata: req.Metadata,
+		CPUs: m.cfg.DefaultCPUs, MemoryMB: m.cfg.DefaultMemoryMB, DiskMB: m.cfg.DefaultDiskMB,
+		Idle: m.cfg.DefaultIdle, Network: api.Network{Egress: "none"}, OwnerNode: m.cfg.Node,
+	}
+	if req.Template != "" {
+		return sb, invalid("templates are not available on this server yet; create from an image instead")
+	}
+	if req.Snapshot != "" {
+		return sb, invalid("creating from a snapshot is not available on this server yet; create from an image instead")
+	}
+	if req.Name != "" && !namePattern.MatchString(req.Name) {
+		return sb, invalid("name %q: use 1-63 letters, digits, '_', '.', '-', starting with a letter or digit", req.Name)
+	}
+	if req.CPUs != nil {
+		if *req.CPUs <= 0 || *req.CPUs > m.cfg.MaxCPUs {
+			return sb, invalid("cpus %v: must be more than 0 and at most %v", *req.CPUs, m.cfg.MaxCPUs)
+		}
+		sb.CPUs = *req.CPUs
+	}
+	if req.MemoryMB != nil {
+		if *req.MemoryMB < 64 || *req.MemoryMB > m.cfg.MaxMemoryMB {
+			return sb, invalid("memory_mb %d: must be between 64 and %d", *req.MemoryMB, m.cfg.MaxMemoryMB)
+		}
+		sb.MemoryMB = *req.MemoryMB
+	}
+	if req.DiskMB != nil {
+		if *req.DiskMB < 64 || *req.DiskMB > m.cfg.MaxDiskMB {
+			return sb, invalid("disk_mb %d: must be between 64 and %d", *req.DiskMB, m.cfg.MaxDiskMB)
+		}
+		sb.DiskMB = *req.DiskMB
+	}
+	for k, v := range req.Env {
+		if !envKeyPattern.MatchString(k) {
+			return sb, invalid("env key %q: use letters, digits and '_', not starting with a digit", k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return sb, invalid("env %s: the value contains a NUL byte", k)
+		}
+	}
+	if len(req.Metadata) > 64 {
+		return sb, invalid("metadata has %d keys; at most 64", len(req.Metadata))
+	}
+	for k, v := range req.Metadata {
+		if k == "" || len(k) > 128 || len(v) > 1024 {
+			return sb, invalid("metadata %q: keys are 1-128 bytes and values at most 1024", k)
+		}
+	}
+	if req.Network != nil && req.Network.Egress != nil && req.Network.Egress != "none" {
+		return sb, invalid("network.egress %v: only \"none\" is available on this server yet", req.Network.Egress)
+	}
+	if len(req.Volumes) > 0 {
+		return sb, invalid("volumes are not available on this server yet")
+	}
+	if req.Idle != nil {
+		if req.Idle.TimeoutS < 0 {
+			return sb, invalid("idle.timeout_s %d: must be 0 (never) or more", req.Idle.TimeoutS)
+		}
+		if req.Idle.Action != "pause" && req.Idle.Action != "delete" {
+			return sb, invalid("idle.action %q: use \"pause\" or \"delete\"", req.Idle.Action)
+		}
+		sb.Idle = *req.Idle
+	}
+	if req.CheckpointIntervalS != nil {
+		if *req.CheckpointIntervalS != 0 {
+			return sb, invalid("checkpoint_interval_s: periodic checkpoints are not available on this server yet")
+		}
+	}
+	return sb, nil
+}
+
+// Create makes a sandbox for team and returns once its agent answers. On
+// failure, everything it made is removed and the error says why.
+func (m *Manager) Create(ctx context.Context, team string, req api.CreateSandboxRequest) (sb store.Sandbox, err error) {
+	sb, err = m.validate(&req)
+	if err != nil {
+		return sb, err
+	}
+	imgName := req.Image
+	if imgName == "" {
+		imgName = m.cfg.DefaultImage
+	}
+	img, err := m.images.Get(ctx, imgName)
+	if err != nil {
+		return sb, err
+	}
+	sb.ID = NewID()
+	sb.TeamID = team
+	sb.State = api.StateCreating
+	sb.Image = img.Name
+	sb.ImageID = img.ID
+	sb.OwnerEpoch = 1
+	if err := m.store.CreateSandbox(ctx, &sb); err != nil {
+		return sb, err
+	}
+	log := m.log.With("sandbox_id", sb.ID)
+	start := time.Now()
+
+	// Undo steps, run in reverse on failure, even if ctx is cancelled.
+	var undo []func(context.Context) error
+	defer func() {
+		if err == nil {
+			return
+		}
+		uctx := context.WithoutCancel(ctx)
+		errs := []error{err}
+		for i := len(undo) - 1; i >= 0; i-- {
+			if uerr := undo[i](uctx); uerr != nil {
+				errs = append(errs, fmt.Errorf("cleaning up: %w", uerr))
+			}
+		}
+		if derr := m.store.DeleteSandbox(uctx, sb.ID); derr != nil {
+			errs = append(errs, derr)
+		}
+		err = errors.Join(errs...)
+		log.Error("create failed", "err", err)
+	}()
+
+	dir := m.dir(sb.ID)
+	undo = append(undo, func(context.Context) error { return os.RemoveAll(dir) })
+	opts := m.runscOptions(sb)
+	if err := os.MkdirAll(opts.OverlayDir, 0o700); err != nil {
+		return sb, fmt.Errorf("sandbox %s: making its directory: %w", sb.ID, err)
+	}
+	link, err := m.link(sb)
+	if err != nil {
+		return sb, err
+	}
+	if err := network.Setup(link); err != nil {
+		return sb, fmt.Errorf("sandbox %s: %w", sb.ID, err)
+	}
+	undo = append(undo, func(context.Context) error { return network.Teardown(link) })
+
+	hostname := sb.ID
+	if sb.Name != "" && len(sb.Name) <= 63 && !strings.ContainsAny(sb.Name, "_.") {
+		hostname = sb.Name
+	}
+	spec := Spec(SpecInput{
+		ID: sb.ID, Hostname: hostname, Rootfs: img.Rootfs, AgentDir: m.cfg.AgentDir,
+		NetnsPath: link.NetnsPath(), Cwd: workdir(img), Env: BaseEnv(img.Config.Env, sb.Env),
+		CPUs: sb.CPUs, MemoryMB: sb.MemoryMB, CgroupParent: m.cfg.CgroupParent,
+	})
+	bundle := filepath.Join(dir, "bundle")
+	if err := writeSpec(bundle, spec); err != nil {
+		return sb, fmt.Errorf("sandbox %s: writing its OCI bundle: %w", sb.ID, err)
+	}
+	agentLog, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return sb, err
+	}
+	defer agentLog.Close()
+	undo = append(undo, func(ctx context.Context) error { return m.rt.Delete(ctx, sb.ID) })
+	if err := m.rt.Run(ctx, sb.ID, bundle, opts, agentLog); err != nil {
+		return sb, fmt.Errorf("sandbox %s: starting gVisor: %w", sb.ID, err)
+	}
+	client := agent.NewClient(fmt.Sprintf("%s:%d", link.Addrs.Sandbox, api.AgentPort))
+	rctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
+	defer cancel()
+	if err := client.WaitReady(rctx, 2*time.Millisecond); err != nil {
+		return sb, fmt.Errorf("sandbox %s: its agent did not answer within %s (see %s): %w",
+			sb.ID, m.cfg.ReadyTimeout, filepath.Join(dir, "agent.log"), err)
+	}
+	sb, err = m.store.Transition(ctx, sb.ID, []string{api.StateCreating}, api.StateRunning, "")
+	if err != nil {
+		return sb, err
+	}
+	m.mu.Lock()
+	m.live[sb.ID] = &live{agent: client}
+	m.mu.Unlock()
+	log.Info("sandbox created", "image", sb.Image, "cpus", sb.CPUs, "memory_mb", sb.MemoryMB,
+		"took", time.Since(start).Round(time.Millisecond))
+	return sb, nil
+}
+
+func workdir(img image.Image) string {
+	if img.Config.WorkingDir != "" {
+		return img.Config.WorkingDir
+	}
+	if fi, err := os.Stat(filepath.Join(img.Rootfs, "root")); err == nil && fi.IsDir() {
+		return "/root"
+	}
+	return "/"
+}
+
+// Get returns a sandbox of team.
+func (m *Manager) Get(ctx context.Context, team, id string) (store.Sandbox, error) {
+	if !ValidID(id) {
+		return store.Sandbox{}, fmt.Errorf("sandbox %q: %w", id, api.ErrNotFound)
+	}
+	return m.store.GetSandbox(ctx, team, id)
+}
+
+// List lists a team's sandboxes.
+func (m *Manager) List(ctx context.Context, f store.Filter) ([]store.Sandbox, error) {
+	return m.store.ListSandboxes(ctx, f)
+}
+
+// Agent returns a client for the agent of a running sandbox of team.
+func (m *Manager) Agent(ctx context.Context, team, id string) (*agent.Client, error) {
+	sb, err := m.Get(ctx, team, id)
+	if err != nil {
+		return nil, err
+	}
+	if sb.State != api.StateRunning {
+		return nil, fmt.Errorf("sandbox %s is %s, not running%s: %w", id, sb.State, stateHint(sb), api.ErrConflict)
+	}
+	m.mu.Lock()
+	l := m.live[id]
+	m.mu.Unlock()
+	if l == nil {
+		return nil, fmt.Errorf("sandbox %s: not connected to its agent yet; retry: %w", id, api.ErrUnavailable)
+	}
+	return l.agent, nil
+}
+
+func stateHint(sb store.Sandbox) string {
+	switch sb.State {
+	case api.StateError:
+		return " (" + sb.Error + "); delete it and create another"
+	case api.StateCreating:
+		return "; wait for its create to finish"
+	}
+	return ""
+}
+
+// Delete removes a sandbox of team and every trace of it.
+func (m *Manager) Delete(ctx context.Context, team, id string) error {
+	sb, err := m.Get(ctx, team, id)
+	if err != nil {
+		return err
+	}
+	unlock := m.lock(id)
+	defer unlock()
+	if sb.State == api.StateCreating {
+		return fmt.Errorf("sandbox %s is being created; delete it once the create has returned: %w", id, api.ErrConflict)
+	}
+	return m.destroy(context.WithoutCancel(ctx), sb)
+}
+
+// destroy removes the processes, network, files and row of sb.
+func (m *Manager) destroy(ctx context.Context, sb store.Sandbox) error {
+	m.mu.Lock()
+	if l := m.live[sb.ID]; l != nil {
+		l.agent.CloseIdle()
+		delete(m.live, sb.ID)
+	}
+	m.mu.Unlock()
+	var errs []error
+	if err := m.rt.Delete(ctx, sb.ID); err != nil {
+		errs = append(errs, err)
+	}
+	if link, err := m.link(sb); err == nil {
+		if err := network.Teardown(link); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.RemoveAll(m.dir(sb.ID)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		// Keep the row, so the user can see it and delete it again.
+		m.store.Transition(ctx, sb.ID, []string{sb.State}, api.StateError, "delete failed: "+err.Error())
+		return fmt.Errorf("deleting sandbox %s: %w", sb.ID, err)
+	}
+	if err := m.store.DeleteSandbox(ctx, sb.ID); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	delete(m.locks, sb.ID)
+	m.mu.Unlock()
+	m.log.Info("sandbox deleted", "sandbox_id", sb.ID)
+	return nil
+}
+
+// Recover adopts the sandboxes of a previous run of the daemon: those still
+// running are connected again; those whose processes died become error.
+func (m *Manager) Recover(ctx context.Context) error {
+	all, err := m.store.ListSandboxes(ctx, store.Filter{})
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(2, runtime.NumCPU()))
+	for _, sb := range all {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			m.recoverOne(ctx, sb)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+func (m *Manager) recoverOne(ctx context.Context, sb store.Sandbox) {
+	log := m.log.With("sandbox_id", sb.ID)
+	fail := func(reason string) {
+		if _, err := m.store.Transition(ctx, sb.ID, []string{sb.State}, api.StateError, reason); err != nil {
+			log.Error("recording a failed recovery", "err", err)
+		}
+		log.Warn("sandbox not recovered", "reason", reason)
+	}
+	switch sb.State {
+	case api.StateCreating:
+		m.rt.Delete(ctx, sb.ID)
+		if link, err := m.link(sb); err == nil {
+			network.Teardown(link)
+		}
+		fail("the server stopped while this sandbox was being created; delete it and create another")
+		return
+	case api.StateRunning:
+	default:
+		return
+	}
+	st, err := m.rt.State(ctx, sb.ID)
+	if err != nil || st.Status != "running" {
+		status := "gone"
+		if err == nil {
+			status = st.Status
+		}
+		fail(fmt.Sprintf("its gVisor processes ended while the server was down (runsc says %s); delete it and create another", status))
+		return
+	}
+	link, err := m.link(sb)
+	if err != nil {
+		fail(err.Error())
+		return
+	}
+	client := agent.NewClient(fmt.Sprintf("%s:%d", link.Addrs.Sandbox, api.AgentPort))
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := client.WaitReady(rctx, 10*time.Millisecond); err != nil {
+		fail("its agent does not answer after a server restart: " + err.Error())
+		return
+	}
+	m.mu.Lock()
+	m.live[sb.ID] = &live{agent: client}
+	m.mu.Unlock()
+	log.Info("sandbox adopted")
+}
+
+// Shutdown closes agent connections; sandboxes keep running.
+func (m *Manager) Shutdown() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, l := range m.live {
+		l.agent.CloseIdle()
+	}
+}

@@ -1,0 +1,119 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+
+	"github.com/warrenhq/warren/api"
+	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store"
+)
+
+func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
+	var req api.CreateSandboxRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	sb, err := s.sandboxes.Create(r.Context(), callerOf(r.Context()).team, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, sandbox.ToAPI(sb))
+	return nil
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) error {
+	sb, err := s.sandboxes.Get(r.Context(), callerOf(r.Context()).team, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sandbox.ToAPI(sb))
+	return nil
+}
+
+func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
+	f := store.Filter{Team: callerOf(r.Context()).team, Metadata: map[string]string{}}
+	for k, vs := range r.URL.Query() {
+		switch {
+		case k == "state":
+			f.State = vs[0]
+			switch f.State {
+			case api.StateCreating, api.StateRunning, api.StatePaused, api.StateError:
+			default:
+				return fmt.Errorf("state %q: use creating, running, paused or error: %w", f.State, api.ErrInvalid)
+			}
+		case strings.HasPrefix(k, "metadata."):
+			f.Metadata[strings.TrimPrefix(k, "metadata.")] = vs[0]
+		default:
+			return fmt.Errorf("unknown query parameter %q: filter with state= or metadata.KEY=VALUE: %w", k, api.ErrInvalid)
+		}
+	}
+	sbs, err := s.sandboxes.List(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	out := api.SandboxList{Sandboxes: make([]api.Sandbox, 0, len(sbs))}
+	for _, sb := range sbs {
+		out.Sandboxes = append(out.Sandboxes, sandbox.ToAPI(sb))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) error {
+	if err := s.sandboxes.Delete(r.Context(), callerOf(r.Context()).team, r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// exec and files are served by the sandbox's agent, whose API has the same
+// semantics with the /v1/sandboxes/{id} prefix taken off; the daemon checks
+// the caller and the sandbox's state and passes the request on.
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) error { return s.proxyToAgent(w, r) }
+
+func (s *Server) files(w http.ResponseWriter, r *http.Request) error { return s.proxyToAgent(w, r) }
+
+func (s *Server) proxyToAgent(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	client, err := s.sandboxes.Agent(r.Context(), callerOf(r.Context()).team, id)
+	if err != nil {
+		return err
+	}
+	target, err := url.Parse(client.BaseURL())
+	if err != nil {
+		return err
+	}
+	prefix := "/v1/sandboxes/" + id
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = target.Scheme
+			pr.Out.URL.Host = target.Host
+			pr.Out.URL.Path = strings.TrimPrefix(pr.In.URL.Path, prefix)
+			pr.Out.URL.RawPath = ""
+			pr.Out.Host = target.Host
+			pr.Out.Header.Del("Authorization")
+		},
+		Transport:     client.Transport(),
+		FlushInterval: -1, // NDJSON lines go out as the command writes them
+		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
+			if req.Context().Err() != nil {
+				return // the client went away
+			}
+			writeError(w, r, s.log, fmt.Errorf("sandbox %s: its agent did not answer (%v); if this persists, check `warren get %s` and the sandbox's agent.log: %w", id, err, id, api.ErrUnavailable))
+		},
+	}
+	rp.ServeHTTP(w, r)
+	return nil
+}
+
+func writeLine(w io.Writer, v any) {
+	b, _ := json.Marshal(v)
+	w.Write(append(b, '\n'))
+}

@@ -1,0 +1,455 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/warrenhq/warren/api"
+)
+
+// Store is the metadata store.
+type Store struct {
+	db *sql.DB
+}
+
+// migrations[i] takes the schema from version i to i+1.
+var migrations = []string{
+	`CREATE TABLE teams (
+		id         TEXT PRIMARY KEY,
+		name       TEXT NOT NULL UNIQUE,
+		created_at TEXT NOT NULL
+	);
+	CREATE TABLE api_keys (
+		id         TEXT PRIMARY KEY,
+		team_id    TEXT NOT NULL REFERENCES teams(id),
+		hash       TEXT NOT NULL UNIQUE,
+		admin      INTEGER NOT NULL DEFAULT 0,
+		created_at TEXT NOT NULL,
+		revoked_at TEXT
+	);
+	CREATE TABLE sandboxes (
+		id                    TEXT PRIMARY KEY,
+		team_id               TEXT NOT NULL REFERENCES teams(id),
+		name                  TEXT NOT NULL DEFAULT '',
+		state                 TEXT NOT NULL,
+		error                 TEXT NOT NULL DEFAULT '',
+		image                 TEXT NOT NULL DEFAULT '',
+		image_id              TEXT NOT NULL DEFAULT '',
+		template              TEXT NOT NULL DEFAULT '',
+		from_snapshot         TEXT NOT NULL DEFAULT '',
+		created_at            TEXT NOT NULL,
+		updated_at            TEXT NOT NULL,
+		cpus                  REAL NOT NULL,
+		memory_mb             INTEGER NOT NULL,
+		disk_mb               INTEGER NOT NULL,
+		env                   TEXT NOT NULL DEFAULT '{}',
+		metadata              TEXT NOT NULL DEFAULT '{}',
+		network               TEXT NOT NULL DEFAULT '{}',
+		volumes               TEXT NOT NULL DEFAULT '[]',
+		idle                  TEXT NOT NULL DEFAULT '{}',
+		checkpoint_interval_s INTEGER NOT NULL DEFAULT 0,
+		last_checkpoint_at    TEXT,
+		net_index             INTEGER NOT NULL UNIQUE,
+		owner_node            TEXT NOT NULL DEFAULT '',
+		owner_epoch           INTEGER NOT NULL DEFAULT 0
+	);
+	CREATE UNIQUE INDEX sandboxes_team_name ON sandboxes(team_id, name) WHERE name != '';
+	CREATE INDEX sandboxes_team_state ON sandboxes(team_id, state);`,
+}
+
+// Open opens (creating if needed) the store at path and migrates it to the
+// current schema.
+func Open(ctx context.Context, path string) (*Store, error) {
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)" +
+		"&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("opening metadata store %s: %w", path, err)
+	}
+	// One writer at a time is what SQLite does anyway; a single connection
+	// keeps busy errors away and costs nothing at our write rates.
+	db.SetMaxOpenConns(1)
+	s := &Store{db: db}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrating metadata store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Close closes the store.
+func (s *Store) Close() error { return s.db.Close() }
+
+// SchemaVersion is the schema version of the open store.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+	return v, err
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	v, err := s.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if v > len(migrations) {
+		return fmt.Errorf("schema version %d is newer than this warren (%d): run a newer warren", v, len(migrations))
+	}
+	for ; v < len(migrations); v++ {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %d: %w", v+1, err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", v+1)); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Team owns sandboxes and keys.
+type Team struct {
+	ID        string
+	Name      string
+	CreatedAt time.Time
+}
+
+// Key is an API key; only its hash is stored.
+type Key struct {
+	ID        string
+	TeamID    string
+	Hash      string
+	Admin     bool
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+// EnsureTeam returns the team named name, creating it with id when missing.
+func (s *Store) EnsureTeam(ctx context.Context, id, name string) (Team, error) {
+	now := time.Now().UTC()
+	_, err := s.db.ExecContext(ctx,
+		`INSERT INTO teams (id, name, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`,
+		id, name, fmtTime(now))
+	if err != nil {
+		return Team{}, fmt.Errorf("creating team %q: %w", name, err)
+	}
+	var t Team
+	var created string
+	err = s.db.QueryRowContext(ctx, `SELECT id, name, created_at FROM teams WHERE name = ?`, name).
+		Scan(&t.ID, &t.Name, &created)
+	if err != nil {
+		return Team{}, fmt.Errorf("reading team %q: %w", name, err)
+	}
+	t.CreatedAt = parseTime(created)
+	return t, nil
+}
+
+// CreateKey stores a key.
+func (s *Store) CreateKey(ctx context.Context, k Key) error {
+	_, err := s.db.ExecContext(ctx,
+		`INSERT INTO api_keys (id, team_id, hash, admin, created_at) VALUES (?, ?, ?, ?, ?)`,
+		k.ID, k.TeamID, k.Hash, k.Admin, fmtTime(k.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("storing key %s: %w", k.ID, err)
+	}
+	return nil
+}
+
+// KeyByHash finds an unrevoked key by its hash.
+func (s *Store) KeyByHash(ctx context.Context, hash string) (Key, error) {
+	var k Key
+	var created string
+	err := s.db.QueryRowContext(ctx,
+		`SELECT id, team_id, hash, admin, created_at FROM api_keys WHERE hash = ? AND revoked_at IS NULL`, hash).
+		Scan(&k.ID, &k.TeamID, &k.Hash, &k.Admin, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Key{}, fmt.Errorf("key: %w", api.ErrNotFound)
+	}
+	if err != nil {
+		return Key{}, fmt.Errorf("looking up key: %w", err)
+	}
+	k.CreatedAt = parseTime(created)
+	return k, nil
+}
+
+// Sandbox is a sandbox's row.
+type Sandbox struct {
+	ID                  string
+	TeamID              string
+	Name                string
+	State               string
+	Error               string
+	Image               string
+	ImageID             string
+	Template            string
+	FromSnapshot        string
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+	CPUs                float64
+	MemoryMB            int64
+	DiskMB              int64
+	Env                 map[string]string
+	Metadata            map[string]string
+	Network             api.Network
+	Volumes             []api.VolumeMount
+	Idle                api.IdlePolicy
+	CheckpointIntervalS int
+	LastCheckpointAt    *time.Time
+	NetIndex            int
+	OwnerNode           string
+	OwnerEpoch          int64
+}
+
+const sandboxColumns = `id, team_id, name, state, error, image, image_id, template, from_snapshot,
+	created_at, updated_at, cpus, memory_mb, disk_mb, env, metadata, network, volumes, idle,
+	checkpoint_interval_s, last_checkpoint_at, net_index, owner_node, owner_epoch`
+
+// CreateSandbox inserts sb, choosing its NetIndex: the smallest index no
+// other sandbox holds. A name already used in the team is ErrConflict.
+func (s *Store) CreateSandbox(ctx context.Context, sb *Sandbox) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	err = tx.QueryRowContext(ctx, `
+		SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM sandboxes WHERE net_index = 0)
+		UNION ALL
+		SELECT s.net_index + 1 FROM sandboxes s
+		WHERE NOT EXISTS (SELECT 1 FROM sandboxes t WHERE t.net_index = s.net_index + 1)
+		ORDER BY 1 LIMIT 1`).Scan(&sb.NetIndex)
+	if err != nil {
+		return fmt.Errorf("allocating a network index: %w", err)
+	}
+	now := time.Now().UTC()
+	if sb.CreatedAt.IsZero() {
+		sb.CreatedAt = now
+	}
+	sb.UpdatedAt = now
+	args, err := sandboxArgs(sb)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...)
+	if err != nil {
+		if strings.Contains(err.Error(), "UNIQUE constraint failed: sandboxes.team_id, sandboxes.name") {
+			return fmt.Errorf("a sandbox named %q already exists; pick another name or delete it: %w", sb.Name, api.ErrConflict)
+		}
+		return fmt.Errorf("storing sandbox %s: %w", sb.ID, err)
+	}
+	return tx.Commit()
+}
+
+func sandboxArgs(sb *Sandbox) ([]any, error) {
+	js := func(v any) (string, error) {
+		b, err := json.Marshal(v)
+		return string(b), err
+	}
+	env, err := js(nonNilMap(sb.Env))
+	if err != nil {
+		return nil, err
+	}
+	meta, err := js(nonNilMap(sb.Metadata))
+	if err != nil {
+		return nil, err
+	}
+	network, err := js(sb.Network)
+	if err != nil {
+		return nil, err
+	}
+	vols := sb.Volumes
+	if vols == nil {
+		vols = []api.VolumeMount{}
+	}
+	volumes, err := js(vols)
+	if err != nil {
+		return nil, err
+	}
+	idle, err := js(sb.Idle)
+	if err != nil {
+		return nil, err
+	}
+	var lastCkpt any
+	if sb.LastCheckpointAt != nil {
+		lastCkpt = fmtTime(*sb.LastCheckpointAt)
+	}
+	return []any{sb.ID, sb.TeamID, sb.Name, sb.State, sb.Error, sb.Image, sb.ImageID, sb.Template,
+		sb.FromSnapshot, fmtTime(sb.CreatedAt), fmtTime(sb.UpdatedAt), sb.CPUs, sb.MemoryMB, sb.DiskMB,
+		env, meta, network, volumes, idle, sb.CheckpointIntervalS, lastCkpt, sb.NetIndex,
+		sb.OwnerNode, sb.OwnerEpoch}, nil
+}
+
+type scanner interface{ Scan(...any) error }
+
+func scanSandbox(row scanner) (Sandbox, error) {
+	var sb Sandbox
+	var created, updated, env, meta, network, volumes, idle string
+	var lastCkpt sql.NullString
+	err := row.Scan(&sb.ID, &sb.TeamID, &sb.Name, &sb.State, &sb.Error, &sb.Image, &sb.ImageID,
+		&sb.Template, &sb.FromSnapshot, &created, &updated, &sb.CPUs, &sb.MemoryMB, &sb.DiskMB,
+		&env, &meta, &network, &volumes, &idle, &sb.CheckpointIntervalS, &lastCkpt, &sb.NetIndex,
+		&sb.OwnerNode, &sb.OwnerEpoch)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	sb.CreatedAt, sb.UpdatedAt = parseTime(created), parseTime(updated)
+	if lastCkpt.Valid {
+		t := parseTime(lastCkpt.String)
+		sb.LastCheckpointAt = &t
+	}
+	for _, f := range []struct {
+		s string
+		v any
+	}{{env, &sb.Env}, {meta, &sb.Metadata}, {network, &sb.Network}, {volumes, &sb.Volumes}, {idle, &sb.Idle}} {
+		if err := json.Unmarshal([]byte(f.s), f.v); err != nil {
+			return Sandbox{}, fmt.Errorf("sandbox %s: decoding a JSON column: %w", sb.ID, err)
+		}
+	}
+	return sb, nil
+}
+
+// GetSandbox reads a sandbox. With team != "", a sandbox of another team is
+// ErrNotFound, as if it did not exist.
+func (s *Store) GetSandbox(ctx context.Context, team, id string) (Sandbox, error) {
+	q := `SELECT ` + sandboxColumns + ` FROM sandboxes WHERE id = ?`
+	args := []any{id}
+	if team != "" {
+		q += ` AND team_id = ?`
+		args = append(args, team)
+	}
+	sb, err := scanSandbox(s.db.QueryRowContext(ctx, q, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Sandbox{}, fmt.Errorf("sandbox %s: %w", id, api.ErrNotFound)
+	}
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("reading sandbox %s: %w", id, err)
+	}
+	return sb, nil
+}
+
+// Filter selects sandboxes in ListSandboxes. Zero fields match everything.
+type Filter struct {
+	Team     string
+	State    string
+	Metadata map[string]string
+}
+
+// ListSandboxes lists sandboxes matching f, oldest first.
+func (s *Store) ListSandboxes(ctx context.Context, f Filter) ([]Sandbox, error) {
+	q := `SELECT ` + sandboxColumns + ` FROM sandboxes WHERE 1=1`
+	var args []any
+	if f.Team != "" {
+		q += ` AND team_id = ?`
+		args = append(args, f.Team)
+	}
+	if f.State != "" {
+		q += ` AND state = ?`
+		args = append(args, f.State)
+	}
+	for k, v := range f.Metadata {
+		q += ` AND json_extract(metadata, ?) = ?`
+		args = append(args, "$."+jsonPathKey(k), v)
+	}
+	q += ` ORDER BY created_at, id`
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("listing sandboxes: %w", err)
+	}
+	defer rows.Close()
+	var out []Sandbox
+	for rows.Next() {
+		sb, err := scanSandbox(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sb)
+	}
+	return out, rows.Err()
+}
+
+// jsonPathKey quotes a metadata key for a JSON path, so keys with dots or
+// quotes match literally.
+func jsonPathKey(k string) string {
+	return `"` + strings.ReplaceAll(strings.ReplaceAll(k, `\`, `\\`), `"`, `\"`) + `"`
+}
+
+// Transition moves sandbox id to state to, only if its state is one of from
+// (compare-and-set). errMsg is stored as the sandbox's error (cleared when
+// empty). A sandbox in another state is ErrConflict, naming the state.
+func (s *Store) Transition(ctx context.Context, id string, from []string, to, errMsg string) (Sandbox, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	defer tx.Rollback()
+	var cur string
+	err = tx.QueryRowContext(ctx, `SELECT state FROM sandboxes WHERE id = ?`, id).Scan(&cur)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Sandbox{}, fmt.Errorf("sandbox %s: %w", id, api.ErrNotFound)
+	}
+	if err != nil {
+		return Sandbox{}, err
+	}
+	ok := false
+	for _, f := range from {
+		ok = ok || f == cur
+	}
+	if !ok {
+		return Sandbox{}, fmt.Errorf("sandbox %s is %s, not %s: %w", id, cur, strings.Join(from, " or "), api.ErrConflict)
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE sandboxes SET state = ?, error = ?, updated_at = ? WHERE id = ?`,
+		to, errMsg, fmtTime(time.Now().UTC()), id)
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("sandbox %s: setting state %s: %w", id, to, err)
+	}
+	sb, err := scanSandbox(tx.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE id = ?`, id))
+	if err != nil {
+		return Sandbox{}, err
+	}
+	return sb, tx.Commit()
+}
+
+// DeleteSandbox removes a sandbox's row.
+func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("deleting sandbox %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("sandbox %s: %w", id, api.ErrNotFound)
+	}
+	return nil
+}
+
+func nonNilMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+// timeLayout is fixed-width, so stored times sort as text.
+const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+func fmtTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+func parseTime(s string) time.Time {
+	t, _ := time.Parse(timeLayout, s)
+	return t
+}
