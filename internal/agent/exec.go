@@ -134,7 +134,7 @@ func (a *Agent) prepare(req api.ExecRequest) (*execSpec, error) {
 		}
 	}
 	if req.TimeoutS > 0 {
-		spec.timeout = time.Duration(math.Min(req.TimeoutS*float64(time.Second), math.MaxInt64))
+		spec.timeout = time.Duration(min(req.TimeoutS, 1e9) * float64(time.Second)) // 1e9 s: 31 years
 	}
 	if spec.dir != "" {
 		fi, err := os.Stat(spec.dir)

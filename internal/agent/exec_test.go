@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,7 +53,6 @@ func TestExec(t *testing.T) {
 		{"stdin not read", api.ExecRequest{Cmd: []string{"true"}, Stdin: strings.Repeat("x", 1<<20)}, 0, "", ""},
 		{"big stdin", api.ExecRequest{Command: "wc -c | tr -d ' '", Stdin: strings.Repeat("x", 1<<20)}, 0, "1048576\n", ""},
 		{"invalid UTF-8 replaced", api.ExecRequest{Command: `printf 'a\377b'`}, 0, "a\uFFFDb", ""},
-		{"background job holding stdout", api.ExecRequest{Command: "sleep 30 & echo done"}, 0, "done\n", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,6 +69,29 @@ func TestExec(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExecBackgroundJob checks a command that leaves a job running with its
+// output pipes open answers once it exits, without waiting for the job.
+func TestExecBackgroundJob(t *testing.T) {
+	c := startAgent(t, Config{})
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	res, err := c.Exec(t.Context(), api.ExecRequest{Command: "sleep 10 & echo $! > " + pidFile + "; echo done"})
+	if err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	if res.ExitCode != 0 || res.Stdout != "done\n" || res.DurationMS > 5000 {
+		t.Errorf("got exit %d stdout %q after %d ms, want 0 %q well before the 10 s job ends", res.ExitCode, res.Stdout, res.DurationMS, "done\n")
+	}
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	if _, _, ok := procState(pid); !ok {
+		t.Errorf("background job %d is gone, want it left running", pid)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
 }
 
 func TestExecInvalid(t *testing.T) {

@@ -9,10 +9,10 @@ package daemon
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -146,6 +146,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err := fw.Remove(); err != nil {
 			log.Warn("removing the sandbox firewall", "table", fw.Table, "err", err)
 		}
+		rt.Release()
 	}
 	return nil
 }

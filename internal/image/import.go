@@ -427,12 +427,12 @@ func indexTar(p string) (map[string]*tar.Header, error) {
 
 // openInTar opens the file called name inside the tar at archive,
 // following symlinks within the archive.
-func openInTar(archive string, index map[string]*tar.Header, name string) (io.ReadCloser, int64, error) {
+func openInTar(archive string, index map[string]*tar.Header, name string) (io.ReadCloser, error) {
 	name = path.Clean(strings.TrimLeft(name, "/"))
 	for range 16 {
 		hdr := index[name]
 		if hdr == nil {
-			return nil, 0, fmt.Errorf("the archive has no %s: %w", name, api.ErrInvalid)
+			return nil, fmt.Errorf("the archive has no %s: %w", name, api.ErrInvalid)
 		}
 		switch hdr.Typeflag {
 		case tar.TypeSymlink:
@@ -443,28 +443,28 @@ func openInTar(archive string, index map[string]*tar.Header, name string) (io.Re
 			continue
 		case tar.TypeReg:
 		default:
-			return nil, 0, fmt.Errorf("%s in the archive is not a file: %w", name, api.ErrInvalid)
+			return nil, fmt.Errorf("%s in the archive is not a file: %w", name, api.ErrInvalid)
 		}
 		f, err := os.Open(archive)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		tr := tar.NewReader(f)
 		for {
 			h, err := tr.Next()
 			if err != nil {
 				f.Close()
-				return nil, 0, fmt.Errorf("finding %s in the archive: %w", name, err)
+				return nil, fmt.Errorf("finding %s in the archive: %w", name, err)
 			}
 			if h.Typeflag == tar.TypeReg && path.Clean(strings.TrimLeft(h.Name, "/")) == name {
 				return struct {
 					io.Reader
 					io.Closer
-				}{tr, f}, h.Size, nil
+				}{tr, f}, nil
 			}
 		}
 	}
-	return nil, 0, fmt.Errorf("too many links to %s in the archive: %w", name, api.ErrInvalid)
+	return nil, fmt.Errorf("too many links to %s in the archive: %w", name, api.ErrInvalid)
 }
 
 // importDocker imports from a `docker save` tarball; name is normalized or "".
@@ -480,7 +480,7 @@ func (s *Store) importDocker(ctx context.Context, archive string, index map[stri
 	if err != nil {
 		return api.Image{}, fmt.Errorf("importing image: %w", err)
 	}
-	rc, _, err := openInTar(archive, index, desc.Config)
+	rc, err := openInTar(archive, index, desc.Config)
 	if err != nil {
 		return api.Image{}, fmt.Errorf("importing %s: %w", name, err)
 	}
@@ -506,8 +506,7 @@ func (s *Store) importDocker(ctx context.Context, archive string, index map[stri
 		}
 		layers[i] = layerSource{
 			open: func() (io.ReadCloser, error) {
-				rc, _, err := openInTar(archive, index, p)
-				return rc, err
+				return openInTar(archive, index, p)
 			},
 			size:   hdr.Size,
 			diffID: cfg.RootFS.DiffIDs[i].String(),

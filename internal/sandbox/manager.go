@@ -466,13 +466,19 @@ func (m *Manager) recoverOne(ctx context.Context, sb store.Sandbox) {
 	default:
 		return
 	}
-	st, err := m.rt.State(ctx, sb.ID)
-	if err != nil || st.Status != "running" {
+	dead := func() bool {
+		st, err := m.rt.State(ctx, sb.ID)
+		if err == nil && st.Status == "running" {
+			return false
+		}
 		status := "gone"
 		if err == nil {
 			status = st.Status
 		}
 		fail(fmt.Sprintf("its gVisor processes ended while the server was down (runsc says %s); delete it and create another", status))
+		return true
+	}
+	if dead() {
 		return
 	}
 	link, err := m.link(sb)
@@ -484,7 +490,10 @@ func (m *Manager) recoverOne(ctx context.Context, sb store.Sandbox) {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := client.WaitReady(rctx, 10*time.Millisecond); err != nil {
-		fail("its agent does not answer after a server restart: " + err.Error())
+		// Processes killed just before the start may only now be gone.
+		if !dead() {
+			fail("its agent does not answer after a server restart (see " + filepath.Join(m.dir(sb.ID), "agent.log") + "): " + err.Error())
+		}
 		return
 	}
 	m.mu.Lock()

@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -127,6 +128,12 @@ func (r *Runsc) State(ctx context.Context, id string) (State, error) {
 	if err := json.Unmarshal(out, &st); err != nil {
 		return State{}, fmt.Errorf("runsc state %s: %w", id, err)
 	}
+	// runsc keeps saying "running" after the sandbox's processes were
+	// killed from outside (or by the OOM killer): check the sandbox
+	// process itself.
+	if (st.Status == "running" || st.Status == "paused") && !alive(st.Pid) {
+		st.Status = "stopped"
+	}
 	return st, nil
 }
 
@@ -196,6 +203,32 @@ func (r *Runsc) logTail(path string) string {
 		return ""
 	}
 	return "; runsc log (" + path + "): " + strings.Join(keep, " | ")
+}
+
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state is the field after the parenthesised command name; a
+	// zombie (Z) or dead (X) process no longer runs anything.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z' && s[i+2] != 'X'
+	}
+	return true
+}
+
+// Release undoes what runsc leaves on the host under its root once no
+// container is left: the bind mount of its shared "null" network namespace
+// (runsc's root directory can't be removed while it is mounted).
+func (r *Runsc) Release() {
+	path := filepath.Join(r.root, "null-netns")
+	for syscall.Unmount(path, syscall.MNT_DETACH) == nil {
+	}
 }
 
 // IsNotFound reports whether err says runsc has no such container.
