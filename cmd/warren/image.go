@@ -12,7 +12,6 @@ import (
 
 	"github.com/warrenhq/warren/api"
 	"github.com/warrenhq/warren/client"
-	"github.com/warrenhq/warren/internal/daemon"
 )
 
 func (c *cli) imageCommand() *cobra.Command {
@@ -179,46 +178,6 @@ func (c *cli) imageRmCommand() *cobra.Command {
 				return err
 			}
 			return cl.DeleteImage(cmd.Context(), args[0])
-		},
-	}
-}
-
-func (c *cli) versionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Show the client's version and the server's health",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			h, herr := cl.Health(cmd.Context())
-			if c.json {
-				out := struct {
-					Client struct {
-						Version string `json:"version"`
-					} `json:"client"`
-					Server *api.Health `json:"server,omitempty"`
-					Error  string      `json:"error,omitempty"`
-				}{}
-				out.Client.Version = daemon.Version
-				if herr == nil {
-					out.Server = &h
-				} else {
-					out.Error = herr.Error()
-				}
-				if err := c.printJSON(out); err != nil {
-					return err
-				}
-				return herr
-			}
-			fmt.Fprintf(c.out, "client: %s\n", daemon.Version)
-			if herr != nil {
-				return herr
-			}
-			fmt.Fprintf(c.out, "server: %s (%s) at %s, runsc %s\n", h.Version, h.Status, cl.BaseURL(), orDash(h.Runsc))
-			return nil
 		},
 	}
 }

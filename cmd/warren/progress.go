@@ -110,6 +110,7 @@ func (p *progress) set(phase string, current, total int64) {
 			progressbar.OptionSetDescription(phase),
 			progressbar.OptionShowBytes(true),
 			progressbar.OptionShowTotalBytes(true),
+			progressbar.OptionUseIECUnits(true),
 			progressbar.OptionShowCount(),
 			progressbar.OptionSetWidth(30),
 			progressbar.OptionThrottle(100*time.Millisecond),

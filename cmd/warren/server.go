@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/warrenhq/warren/api"
 	"github.com/warrenhq/warren/internal/daemon"
 )
 
@@ -31,7 +32,7 @@ type serverFlags struct {
 }
 
 func (c *cli) serverCommand() *cobra.Command {
-	var f serverFlags
+	var f *serverFlags
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the Warren daemon (as root)",
@@ -43,7 +44,7 @@ WARREN_LOG_LEVEL), then the flags given. Sandboxes keep running when the
 daemon stops, and the next start adopts them.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := serverConfig(cmd.Flags(), f, os.Getenv)
+			cfg, err := serverConfig(cmd.Flags(), *f, os.Getenv)
 			if err != nil {
 				return err
 			}
@@ -57,7 +58,13 @@ daemon stops, and the next start adopts them.`,
 			return daemon.Run(cmd.Context(), cfg, log)
 		},
 	}
-	fl := cmd.Flags()
+	f = addServerFlags(cmd.Flags())
+	return cmd
+}
+
+// addServerFlags defines the flags of `warren server` in fl.
+func addServerFlags(fl *pflag.FlagSet) *serverFlags {
+	f := &serverFlags{}
 	def := daemon.DefaultConfig()
 	fl.StringVar(&f.config, "config", "", "JSON config file")
 	fl.StringVar(&f.stateDir, "state-dir", def.StateDir, "state directory: metadata, images, sandboxes, admin.key")
@@ -72,7 +79,7 @@ daemon stops, and the next start adopts them.`,
 	fl.StringVar(&f.mirror, "mirror", "", "Debian mirror for the built-in image (default: this host's)")
 	fl.StringVar(&f.logLevel, "log-level", def.LogLevel, "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json (to stderr)")
-	return cmd
+	return f
 }
 
 // serverConfig layers the defaults, the config file, the environment and
@@ -137,4 +144,44 @@ func noArgs(cmd *cobra.Command, args []string) error {
 		return fmt.Errorf("%s takes no arguments, got %q", cmd.CommandPath(), args)
 	}
 	return nil
+}
+
+func (c *cli) versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Show the client's version and the server's health",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := c.client()
+			if err != nil {
+				return err
+			}
+			h, herr := cl.Health(cmd.Context())
+			if c.json {
+				out := struct {
+					Client struct {
+						Version string `json:"version"`
+					} `json:"client"`
+					Server *api.Health `json:"server,omitempty"`
+					Error  string      `json:"error,omitempty"`
+				}{}
+				out.Client.Version = daemon.Version
+				if herr == nil {
+					out.Server = &h
+				} else {
+					out.Error = herr.Error()
+				}
+				if err := c.printJSON(out); err != nil {
+					return err
+				}
+				return herr
+			}
+			fmt.Fprintf(c.out, "client: %s\n", daemon.Version)
+			if herr != nil {
+				return herr
+			}
+			fmt.Fprintf(c.out, "server: %s (%s) at %s, runsc %s\n", h.Version, h.Status, cl.BaseURL(), orDash(h.Runsc))
+			return nil
+		},
+	}
 }
