@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -80,13 +82,20 @@ func DefaultConfig() Config {
 }
 
 // LoadFile overrides c with the fields present in the JSON file at path.
+// A field it does not know is an error, so a misspelt setting is not
+// silently ignored.
 func (c *Config) LoadFile(path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("config file: %w", err)
 	}
-	if err := json.Unmarshal(b, c); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(c); err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("config file %s: data after the JSON object", path)
 	}
 	return nil
 }

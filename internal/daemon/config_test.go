@@ -84,7 +84,8 @@ func TestConfigValidateAccepts(t *testing.T) {
 
 func TestLoadFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "warren.json")
-	if err := os.WriteFile(path, []byte(`{"listen": "0.0.0.0:8080", "max_cpus": 2, "build_image": false}`), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(`{"listen": "0.0.0.0:8080", "max_cpus": 2, "build_image": false}
+`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c := DefaultConfig()
@@ -108,7 +109,15 @@ func TestLoadFileErrors(t *testing.T) {
 	if err := os.WriteFile(wrongType, []byte(`{"max_cpus": "four"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{filepath.Join(dir, "missing.json"), bad, wrongType} {
+	unknown := filepath.Join(dir, "unknown.json")
+	if err := os.WriteFile(unknown, []byte(`{"max_cpu": 4}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	trailing := filepath.Join(dir, "trailing.json")
+	if err := os.WriteFile(trailing, []byte(`{"max_cpus": 4} {"max_cpus": 8}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{filepath.Join(dir, "missing.json"), bad, wrongType, unknown, trailing} {
 		c := DefaultConfig()
 		err := c.LoadFile(path)
 		if err == nil {
