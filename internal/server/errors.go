@@ -61,7 +61,8 @@ func decodeJSON(r *http.Request, v any) error {
 		}
 		return fmt.Errorf("request body is not valid JSON for this call: %v: %w", err, api.ErrInvalid)
 	}
-	if dec.More() {
+	// More would miss a stray '}' or ']': it reports only a value to come.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return fmt.Errorf("request body has data after the JSON object: %w", api.ErrInvalid)
 	}
 	return nil
