@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -45,7 +46,8 @@ const pidsLimit = 16384
 // network namespace and its cgroup limits.
 func Spec(in SpecInput) *specs.Spec {
 	memLimit := in.MemoryMB << 20
-	quota := int64(in.CPUs * cpuPeriod)
+	// Rounded: 0.29 * 100000 is 28999.999... in binary.
+	quota := int64(math.Round(in.CPUs * cpuPeriod))
 	period := uint64(cpuPeriod)
 	pids := int64(pidsLimit)
 	caps := defaultCapabilities()
