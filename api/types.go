@@ -199,3 +199,36 @@ type AgentHealth struct {
 	Version string `json:"version"`
 	PID     int    `json:"pid"`
 }
+
+// Snapshot is an immutable save point of a sandbox: memory, processes and
+// writable layer.
+type Snapshot struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name,omitempty"`
+	SandboxID string    `json:"sandbox_id"`
+	ParentID  string    `json:"parent_id,omitempty"`
+	Kind      string    `json:"kind"` // "manual", "checkpoint", "template"
+	CreatedAt time.Time `json:"created_at"`
+	SizeBytes int64     `json:"size_bytes"`
+	Image     string    `json:"image,omitempty"`
+}
+
+// SnapshotList is the answer of GET /v1/snapshots.
+type SnapshotList struct {
+	Snapshots []Snapshot `json:"snapshots"`
+}
+
+// SnapshotRequest is the body of POST /v1/sandboxes/{id}/snapshots.
+type SnapshotRequest struct {
+	Name string `json:"name,omitempty"`
+}
+
+// RevertRequest is the body of POST /v1/sandboxes/{id}/revert.
+type RevertRequest struct {
+	Snapshot string `json:"snapshot"`
+}
+
+// ForkRequest is the body of the fork calls.
+type ForkRequest struct {
+	Count int `json:"count"`
+}

@@ -381,3 +381,62 @@ func (c *Client) longOp(ctx context.Context, path string, q url.Values, body io.
 	}
 	return api.Image{}, fmt.Errorf("%s: the server ended the stream without a result: %w", path, ErrUnavailable)
 }
+
+// PauseSandbox freezes a sandbox; its memory is kept (and, after a while,
+// stored to disk), and resume brings back every process as it was.
+func (c *Client) PauseSandbox(ctx context.Context, id string) (api.Sandbox, error) {
+	var sb api.Sandbox
+	return sb, c.doJSON(ctx, http.MethodPost, sbPath(id, "/pause"), nil, nil, &sb)
+}
+
+// ResumeSandbox brings a paused sandbox back to running.
+func (c *Client) ResumeSandbox(ctx context.Context, id string) (api.Sandbox, error) {
+	var sb api.Sandbox
+	return sb, c.doJSON(ctx, http.MethodPost, sbPath(id, "/resume"), nil, nil, &sb)
+}
+
+// SnapshotSandbox saves a running sandbox's memory, processes and disk
+// while it keeps running.
+func (c *Client) SnapshotSandbox(ctx context.Context, id, name string) (api.Snapshot, error) {
+	var sn api.Snapshot
+	return sn, c.doJSON(ctx, http.MethodPost, sbPath(id, "/snapshots"), nil, api.SnapshotRequest{Name: name}, &sn)
+}
+
+// RevertSandbox returns a sandbox to a snapshot, keeping its id.
+func (c *Client) RevertSandbox(ctx context.Context, id, snapshot string) (api.Sandbox, error) {
+	var sb api.Sandbox
+	return sb, c.doJSON(ctx, http.MethodPost, sbPath(id, "/revert"), nil, api.RevertRequest{Snapshot: snapshot}, &sb)
+}
+
+// ForkSandbox snapshots a sandbox now and starts count copies of it.
+func (c *Client) ForkSandbox(ctx context.Context, id string, count int) ([]api.Sandbox, error) {
+	var out api.SandboxList
+	return out.Sandboxes, c.doJSON(ctx, http.MethodPost, sbPath(id, "/fork"), nil, api.ForkRequest{Count: count}, &out)
+}
+
+// ForkSnapshot starts count sandboxes from a snapshot.
+func (c *Client) ForkSnapshot(ctx context.Context, snapshot string, count int) ([]api.Sandbox, error) {
+	var out api.SandboxList
+	return out.Sandboxes, c.doJSON(ctx, http.MethodPost, "/v1/snapshots/"+url.PathEscape(snapshot)+"/fork", nil, api.ForkRequest{Count: count}, &out)
+}
+
+// ListSnapshots lists snapshots, of one sandbox when sandboxID is set.
+func (c *Client) ListSnapshots(ctx context.Context, sandboxID string) ([]api.Snapshot, error) {
+	q := url.Values{}
+	if sandboxID != "" {
+		q.Set("sandbox", sandboxID)
+	}
+	var out api.SnapshotList
+	return out.Snapshots, c.doJSON(ctx, http.MethodGet, "/v1/snapshots", q, nil, &out)
+}
+
+// GetSnapshot returns a snapshot.
+func (c *Client) GetSnapshot(ctx context.Context, id string) (api.Snapshot, error) {
+	var sn api.Snapshot
+	return sn, c.doJSON(ctx, http.MethodGet, "/v1/snapshots/"+url.PathEscape(id), nil, nil, &sn)
+}
+
+// DeleteSnapshot deletes a snapshot.
+func (c *Client) DeleteSnapshot(ctx context.Context, id string) error {
+	return c.doJSON(ctx, http.MethodDelete, "/v1/snapshots/"+url.PathEscape(id), nil, nil, nil)
+}

@@ -7,6 +7,7 @@ package integration
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -118,6 +119,13 @@ type Server struct {
 // it (deleting every sandbox it made) when the test ends.
 func StartServer(t testing.TB) *Server {
 	t.Helper()
+	return StartServerWith(t, nil)
+}
+
+// StartServerWith starts a server whose config file holds config (the
+// daemon's JSON config fields, like "store_after_s").
+func StartServerWith(t testing.TB, config map[string]any) *Server {
+	t.Helper()
 	RequiresRoot(t)
 	stateDir, err := os.MkdirTemp("", "warren-state-")
 	if err != nil {
@@ -126,6 +134,13 @@ func StartServer(t testing.TB) *Server {
 	n := subnetSeq.Add(1)
 	s := &Server{t: t, StateDir: stateDir, Runsc: runscPath(t),
 		Subnet: fmt.Sprintf("10.213.%d.0/24", (os.Getpid()*8+int(n))%250)}
+	if config == nil {
+		config = map[string]any{}
+	}
+	b, _ := json.Marshal(config)
+	if err := os.WriteFile(filepath.Join(stateDir, "config.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	s.Start()
 	t.Cleanup(func() {
 		s.deleteAll()
@@ -155,7 +170,7 @@ func (s *Server) Start() {
 	s.cmd = exec.Command(filepath.Join(binDir, "warren"), "server",
 		"--state-dir", s.StateDir, "--listen", s.Addr, "--cache-dir", cacheDir,
 		"--runsc", s.Runsc, "--agent", filepath.Join(binDir, "warren-agent"),
-		"--subnet", s.Subnet, "--log-level", "debug")
+		"--subnet", s.Subnet, "--log-level", "debug", "--config", filepath.Join(s.StateDir, "config.json"))
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -255,6 +270,12 @@ func (s *Server) assertNoLeftovers() {
 			t.Errorf("runsc process left behind: %s: %s", p, strings.ReplaceAll(string(b), "\x00", " "))
 		}
 	}
+	if out, _ := exec.Command(s.Runsc, "--root", s.RunscRoot(), "list", "-quiet").Output(); strings.TrimSpace(string(out)) != "" {
+		t.Errorf("runsc containers left behind: %s", out)
+	}
+	if b, _ := os.ReadFile("/proc/mounts"); strings.Contains(string(b), s.StateDir) {
+		t.Errorf("mounts left behind under %s", s.StateDir)
+	}
 	entries, _ := os.ReadDir(filepath.Join(s.StateDir, "sandboxes"))
 	for _, e := range entries {
 		t.Errorf("sandbox directory left behind: %s", e.Name())
@@ -282,13 +303,15 @@ func (s *Server) knownIDs() []string {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if i := strings.Index(line, "sandbox_id="); i >= 0 {
-			id := line[i+len("sandbox_id="):]
-			if len(id) >= 15 {
-				id = id[:15]
-				if !seen[id] {
-					seen[id] = true
-					ids = append(ids, id)
+		for _, key := range []string{"sandbox_id=", "runtime_id="} {
+			if i := strings.Index(line, key); i >= 0 {
+				id := line[i+len(key):]
+				if len(id) >= 15 {
+					id = id[:15]
+					if !seen[id] {
+						seen[id] = true
+						ids = append(ids, id)
+					}
 				}
 			}
 		}
@@ -303,3 +326,38 @@ func ctxT(t testing.TB) context.Context {
 }
 
 func readFile(p string) ([]byte, error) { return os.ReadFile(p) }
+
+// RuntimeID returns the runsc container id of sandbox id's current
+// instance, as the server last logged it.
+func (s *Server) RuntimeID(id string) string {
+	rid := ""
+	for _, line := range strings.Split(s.Log(), "\n") {
+		if strings.Contains(line, "sandbox_id="+id) {
+			if i := strings.Index(line, "runtime_id="); i >= 0 && len(line) >= i+len("runtime_id=")+15 {
+				rid = line[i+len("runtime_id=") : i+len("runtime_id=")+15]
+			}
+		}
+	}
+	if rid == "" {
+		s.t.Fatalf("no runtime id logged for sandbox %s", id)
+	}
+	return rid
+}
+
+// Containers lists the runsc containers of this server with their status.
+func (s *Server) Containers() map[string]string {
+	out, err := exec.Command(s.Runsc, "--root", s.RunscRoot(), "list", "--format", "json").Output()
+	if err != nil {
+		s.t.Fatalf("runsc list: %v", err)
+	}
+	var list []struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	json.Unmarshal(out, &list)
+	m := map[string]string{}
+	for _, c := range list {
+		m[c.ID] = c.Status
+	}
+	return m
+}

@@ -28,7 +28,7 @@ func TestRestartAdopts(t *testing.T) {
 
 	s.Stop()
 	// While the server is down, the second sandbox's processes die.
-	if out, err := exec.Command(s.Runsc, "--root", s.RunscRoot(), "kill", "--all", doomed.ID, "KILL").CombinedOutput(); err != nil {
+	if out, err := exec.Command(s.Runsc, "--root", s.RunscRoot(), "kill", "--all", s.RuntimeID(doomed.ID), "KILL").CombinedOutput(); err != nil {
 		t.Fatalf("killing %s: %v: %s", doomed.ID, err, out)
 	}
 	s.Start()

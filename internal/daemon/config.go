@@ -56,6 +56,19 @@ type Config struct {
 	ReadyTimeoutS int `json:"ready_timeout_s"`
 	// ShutdownTimeoutS bounds a graceful shutdown.
 	ShutdownTimeoutS int `json:"shutdown_timeout_s"`
+	// StoreAfterS is how long a sandbox stays paused in memory before it
+	// is checkpointed to disk and its memory freed.
+	StoreAfterS int `json:"store_after_s"`
+	// MinAvailableMB: below this much available host memory, paused
+	// sandboxes are stored to disk at once.
+	MinAvailableMB int64 `json:"min_available_mb"`
+	// KeepCheckpoints is how many periodic checkpoints a sandbox keeps.
+	KeepCheckpoints int `json:"keep_checkpoints"`
+	// PolicyIntervalMS is how often the idle, store and checkpoint
+	// policies run.
+	PolicyIntervalMS int `json:"policy_interval_ms"`
+	// MaxParallelRestores bounds concurrent restores (forks).
+	MaxParallelRestores int `json:"max_parallel_restores"`
 }
 
 // DefaultConfig returns the defaults.
@@ -78,6 +91,13 @@ func DefaultConfig() Config {
 		IdleTimeoutS:     600,
 		ReadyTimeoutS:    30,
 		ShutdownTimeoutS: 10,
+		StoreAfterS:      300,
+		MinAvailableMB:   1024,
+		KeepCheckpoints:  3,
+		PolicyIntervalMS: 1000,
+		// Restores are mostly CPU (page loading); more than the cores
+		// only queues them inside runsc.
+		MaxParallelRestores: max(2, runtime.NumCPU()),
 	}
 }
 
@@ -155,6 +175,9 @@ func (c Config) Validate() error {
 	}
 	if c.DefaultDiskMB < 64 || c.DefaultDiskMB > c.MaxDiskMB {
 		return bad("default_disk_mb %d must be in [64, max_disk_mb=%d]", c.DefaultDiskMB, c.MaxDiskMB)
+	}
+	if c.StoreAfterS < 0 || c.MinAvailableMB < 0 || c.KeepCheckpoints < 1 || c.PolicyIntervalMS < 10 || c.MaxParallelRestores < 1 {
+		return bad("store_after_s and min_available_mb must not be negative; keep_checkpoints and max_parallel_restores at least 1; policy_interval_ms at least 10")
 	}
 	if c.IdleTimeoutS < 0 || c.ReadyTimeoutS <= 0 || c.ShutdownTimeoutS < 0 {
 		return bad("idle_timeout_s, ready_timeout_s and shutdown_timeout_s must not be negative (ready_timeout_s > 0)")

@@ -29,6 +29,7 @@ import (
 	"github.com/warrenhq/warren/internal/network"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/server"
+	"github.com/warrenhq/warren/internal/snapshot"
 	"github.com/warrenhq/warren/internal/store"
 )
 
@@ -102,14 +103,24 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("installing the sandbox firewall: %w", err)
 	}
 	host, _ := os.Hostname()
+	snaps, err := snapshot.Open(filepath.Join(cfg.StateDir, "snapshots"))
+	if err != nil {
+		return err
+	}
 	m := sandbox.NewManager(sandbox.Config{
 		StateDir: cfg.StateDir, AgentDir: agentDir, CgroupParent: "/warren", Node: host,
 		DefaultCPUs: cfg.DefaultCPUs, DefaultMemoryMB: cfg.DefaultMemoryMB, DefaultDiskMB: cfg.DefaultDiskMB,
 		MaxCPUs: cfg.MaxCPUs, MaxMemoryMB: cfg.MaxMemoryMB, MaxDiskMB: cfg.MaxDiskMB,
-		DefaultImage: cfg.DefaultImage,
-		DefaultIdle:  api.IdlePolicy{TimeoutS: cfg.IdleTimeoutS, Action: "pause"},
-		ReadyTimeout: cfg.readyTimeout(),
-	}, st, images, rt, pool, log)
+		DefaultImage:        cfg.DefaultImage,
+		DefaultIdle:         api.IdlePolicy{TimeoutS: cfg.IdleTimeoutS, Action: "pause"},
+		ReadyTimeout:        cfg.readyTimeout(),
+		Platform:            cfg.Platform,
+		StoreAfter:          time.Duration(cfg.StoreAfterS) * time.Second,
+		MinAvailableMB:      cfg.MinAvailableMB,
+		KeepCheckpoints:     cfg.KeepCheckpoints,
+		PolicyInterval:      time.Duration(cfg.PolicyIntervalMS) * time.Millisecond,
+		MaxParallelRestores: cfg.MaxParallelRestores,
+	}, st, images, rt, snaps, pool, log)
 	if err := m.Recover(ctx); err != nil {
 		return fmt.Errorf("recovering sandboxes: %w", err)
 	}

@@ -25,7 +25,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +34,7 @@ import (
 	"github.com/warrenhq/warren/internal/backend/runsc"
 	"github.com/warrenhq/warren/internal/image"
 	"github.com/warrenhq/warren/internal/network"
+	"github.com/warrenhq/warren/internal/snapshot"
 	"github.com/warrenhq/warren/internal/store"
 )
 
@@ -62,6 +62,20 @@ type Config struct {
 	DefaultIdle api.IdlePolicy
 	// ReadyTimeout bounds the wait for a new sandbox's agent.
 	ReadyTimeout time.Duration
+	// Platform is runsc's platform, recorded in every image manifest.
+	Platform string
+	// StoreAfter is how long a sandbox stays paused in memory before it is
+	// checkpointed to disk and its memory freed.
+	StoreAfter time.Duration
+	// MinAvailableMB: below this much available host memory, paused
+	// sandboxes are stored at once, oldest first.
+	MinAvailableMB int64
+	// KeepCheckpoints is how many periodic checkpoints a sandbox keeps.
+	KeepCheckpoints int
+	// PolicyInterval is how often idle, store and checkpoint policies run.
+	PolicyInterval time.Duration
+	// MaxParallelRestores bounds concurrent restores (forks).
+	MaxParallelRestores int
 }
 
 // Manager creates, tracks and deletes sandboxes.
@@ -70,8 +84,11 @@ type Manager struct {
 	store  *store.Store
 	images *image.Store
 	rt     *runsc.Runsc
+	snaps  *snapshot.Store
 	pool   *network.Pool
 	log    *slog.Logger
+
+	policies policyState
 
 	mu    sync.Mutex
 	live  map[string]*live
@@ -80,12 +97,13 @@ type Manager struct {
 
 // live is what the Manager keeps in memory of a sandbox that runs.
 type live struct {
-	agent *agent.Client
+	in         *instance
+	lastActive time.Time
 }
 
 // NewManager returns a Manager. Call Recover before serving.
-func NewManager(cfg Config, st *store.Store, images *image.Store, rt *runsc.Runsc, pool *network.Pool, log *slog.Logger) *Manager {
-	return &Manager{cfg: cfg, store: st, images: images, rt: rt, pool: pool, log: log,
+func NewManager(cfg Config, st *store.Store, images *image.Store, rt *runsc.Runsc, snaps *snapshot.Store, pool *network.Pool, log *slog.Logger) *Manager {
+	return &Manager{cfg: cfg, store: st, images: images, rt: rt, snaps: snaps, pool: pool, log: log,
 		live: map[string]*live{}, locks: map[string]*sync.Mutex{}}
 }
 
@@ -110,23 +128,6 @@ func ValidID(id string) bool { return idPattern.MatchString(id) }
 
 func (m *Manager) dir(id string) string { return filepath.Join(m.cfg.StateDir, "sandboxes", id) }
 
-func (m *Manager) link(sb store.Sandbox) (network.Link, error) {
-	addrs, err := m.pool.Addrs(sb.NetIndex)
-	if err != nil {
-		return network.Link{}, err
-	}
-	return network.Link{Netns: "warren-" + sb.ID, Veth: "wv-" + sb.ID[3:], Addrs: addrs}, nil
-}
-
-func (m *Manager) runscOptions(sb store.Sandbox) runsc.Options {
-	d := m.dir(sb.ID)
-	return runsc.Options{
-		OverlayDir:    filepath.Join(d, "overlay"),
-		OverlaySizeMB: sb.DiskMB,
-		LogPath:       filepath.Join(d, "runsc.log"),
-	}
-}
-
 // lock serialises lifecycle operations on one sandbox.
 func (m *Manager) lock(id string) func() {
 	m.mu.Lock()
@@ -139,6 +140,9 @@ func (m *Manager) lock(id string) func() {
 	l.Lock()
 	return l.Unlock
 }
+
+// MinCheckpointIntervalS is the shortest periodic checkpoint interval.
+const MinCheckpointIntervalS = 5
 
 var namePattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 var envKeyPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -214,9 +218,10 @@ func (m *Manager) validate(req *api.CreateSandboxRequest) (store.Sandbox, error)
 		sb.Idle = *req.Idle
 	}
 	if req.CheckpointIntervalS != nil {
-		if *req.CheckpointIntervalS != 0 {
-			return sb, invalid("checkpoint_interval_s: periodic checkpoints are not available on this server yet")
+		if v := *req.CheckpointIntervalS; v < 0 || (v > 0 && v < MinCheckpointIntervalS) {
+			return sb, invalid("checkpoint_interval_s %d: use 0 (no periodic checkpoints) or at least %d", v, MinCheckpointIntervalS)
 		}
+		sb.CheckpointIntervalS = *req.CheckpointIntervalS
 	}
 	return sb, nil
 }
@@ -247,41 +252,16 @@ func (m *Manager) Create(ctx context.Context, team string, req api.CreateSandbox
 	}
 	log := m.log.With("sandbox_id", sb.ID)
 	start := time.Now()
-
-	// Undo steps, run in reverse on failure, even if ctx is cancelled.
-	var undo []func(context.Context) error
 	defer func() {
-		if err == nil {
-			return
-		}
-		uctx := context.WithoutCancel(ctx)
-		errs := []error{err}
-		for i := len(undo) - 1; i >= 0; i-- {
-			if uerr := undo[i](uctx); uerr != nil {
-				errs = append(errs, fmt.Errorf("cleaning up: %w", uerr))
+		if err != nil {
+			uctx := context.WithoutCancel(ctx)
+			if derr := m.store.DeleteSandbox(uctx, sb.ID); derr != nil {
+				err = errors.Join(err, derr)
 			}
+			os.RemoveAll(m.dir(sb.ID))
+			log.Error("create failed", "err", err)
 		}
-		if derr := m.store.DeleteSandbox(uctx, sb.ID); derr != nil {
-			errs = append(errs, derr)
-		}
-		err = errors.Join(errs...)
-		log.Error("create failed", "err", err)
 	}()
-
-	dir := m.dir(sb.ID)
-	undo = append(undo, func(context.Context) error { return os.RemoveAll(dir) })
-	opts := m.runscOptions(sb)
-	if err := os.MkdirAll(opts.OverlayDir, 0o700); err != nil {
-		return sb, fmt.Errorf("sandbox %s: making its directory: %w", sb.ID, err)
-	}
-	link, err := m.link(sb)
-	if err != nil {
-		return sb, err
-	}
-	if err := network.Setup(link); err != nil {
-		return sb, fmt.Errorf("sandbox %s: %w", sb.ID, err)
-	}
-	undo = append(undo, func(context.Context) error { return network.Teardown(link) })
 
 	hostname := sb.ID
 	if sb.Name != "" && len(sb.Name) <= 63 && !strings.ContainsAny(sb.Name, "_.") {
@@ -289,37 +269,21 @@ func (m *Manager) Create(ctx context.Context, team string, req api.CreateSandbox
 	}
 	spec := Spec(SpecInput{
 		ID: sb.ID, Hostname: hostname, Rootfs: img.Rootfs, AgentDir: m.cfg.AgentDir,
-		NetnsPath: link.NetnsPath(), Cwd: workdir(img), Env: BaseEnv(img.Config.Env, sb.Env),
+		Cwd: workdir(img), Env: BaseEnv(img.Config.Env, sb.Env),
 		CPUs: sb.CPUs, MemoryMB: sb.MemoryMB, CgroupParent: m.cfg.CgroupParent,
 	})
-	bundle := filepath.Join(dir, "bundle")
-	if err := writeSpec(bundle, spec); err != nil {
-		return sb, fmt.Errorf("sandbox %s: writing its OCI bundle: %w", sb.ID, err)
-	}
-	agentLog, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	in, err := m.startInstance(ctx, sb.ID, startOpts{spec: spec, diskMB: sb.DiskMB})
 	if err != nil {
 		return sb, err
 	}
-	defer agentLog.Close()
-	undo = append(undo, func(ctx context.Context) error { return m.rt.Delete(ctx, sb.ID) })
-	if err := m.rt.Run(ctx, sb.ID, bundle, opts, agentLog); err != nil {
-		return sb, fmt.Errorf("sandbox %s: starting gVisor: %w", sb.ID, err)
-	}
-	client := agent.NewClient(fmt.Sprintf("%s:%d", link.Addrs.Sandbox, api.AgentPort))
-	rctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
-	defer cancel()
-	if err := client.WaitReady(rctx, 2*time.Millisecond); err != nil {
-		return sb, fmt.Errorf("sandbox %s: its agent did not answer within %s (see %s): %w",
-			sb.ID, m.cfg.ReadyTimeout, filepath.Join(dir, "agent.log"), err)
-	}
-	sb, err = m.store.Transition(ctx, sb.ID, []string{api.StateCreating}, api.StateRunning, "")
+	sb, err = m.store.UpdateSandbox(ctx, sb.ID, store.Update{From: []string{api.StateCreating}, State: api.StateRunning,
+		Runtime: &store.Runtime{ID: in.id, NetIndex: in.netIndex}})
 	if err != nil {
+		m.stopInstance(context.WithoutCancel(ctx), in)
 		return sb, err
 	}
-	m.mu.Lock()
-	m.live[sb.ID] = &live{agent: client}
-	m.mu.Unlock()
-	log.Info("sandbox created", "image", sb.Image, "cpus", sb.CPUs, "memory_mb", sb.MemoryMB,
+	m.setLive(sb.ID, in)
+	log.Info("sandbox created", "runtime_id", in.id, "image", sb.Image, "cpus", sb.CPUs, "memory_mb", sb.MemoryMB,
 		"took", time.Since(start).Round(time.Millisecond))
 	return sb, nil
 }
@@ -347,7 +311,8 @@ func (m *Manager) List(ctx context.Context, f store.Filter) ([]store.Sandbox, er
 	return m.store.ListSandboxes(ctx, f)
 }
 
-// Agent returns a client for the agent of a running sandbox of team.
+// Agent returns a client for the agent of a running sandbox of team, and
+// records the call as activity.
 func (m *Manager) Agent(ctx context.Context, team, id string) (*agent.Client, error) {
 	sb, err := m.Get(ctx, team, id)
 	if err != nil {
@@ -356,13 +321,12 @@ func (m *Manager) Agent(ctx context.Context, team, id string) (*agent.Client, er
 	if sb.State != api.StateRunning {
 		return nil, fmt.Errorf("sandbox %s is %s, not running%s: %w", id, sb.State, stateHint(sb), api.ErrConflict)
 	}
-	m.mu.Lock()
-	l := m.live[id]
-	m.mu.Unlock()
-	if l == nil {
+	in := m.liveInstance(id)
+	if in == nil {
 		return nil, fmt.Errorf("sandbox %s: not connected to its agent yet; retry: %w", id, api.ErrUnavailable)
 	}
-	return l.agent, nil
+	m.Touch(id)
+	return in.agent, nil
 }
 
 func stateHint(sb store.Sandbox) string {
@@ -371,47 +335,109 @@ func stateHint(sb store.Sandbox) string {
 		return " (" + sb.Error + "); delete it and create another"
 	case api.StateCreating:
 		return "; wait for its create to finish"
+	case api.StatePaused:
+		return "; resume it first"
 	}
 	return ""
 }
 
+func (m *Manager) setLive(id string, in *instance) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.live[id] = &live{in: in, lastActive: time.Now()}
+}
+
+func (m *Manager) liveInstance(id string) *instance {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l := m.live[id]; l != nil {
+		return l.in
+	}
+	return nil
+}
+
+func (m *Manager) dropLive(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.live, id)
+}
+
+// Touch records activity on sandbox id, restarting its idle timer.
+func (m *Manager) Touch(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l := m.live[id]; l != nil {
+		l.lastActive = time.Now()
+	}
+}
+
+// instanceOf returns sb's current runtime instance (which may no longer
+// run).
+func (m *Manager) instanceOf(sb store.Sandbox) (*instance, error) {
+	if in := m.liveInstance(sb.ID); in != nil && in.id == sb.RuntimeID {
+		return in, nil
+	}
+	if sb.RuntimeID == "" || sb.NetIndex < 0 {
+		return nil, nil
+	}
+	in, err := m.instanceFor(sb.ID, sb.RuntimeID, sb.NetIndex)
+	if err != nil {
+		return nil, err
+	}
+	in.agent = agent.NewClient(in.agentAddr())
+	return in, nil
+}
+
 // Delete removes a sandbox of team and every trace of it.
 func (m *Manager) Delete(ctx context.Context, team, id string) error {
-	sb, err := m.Get(ctx, team, id)
-	if err != nil {
+	if _, err := m.Get(ctx, team, id); err != nil {
 		return err
 	}
 	unlock := m.lock(id)
 	defer unlock()
+	sb, err := m.Get(ctx, team, id)
+	if err != nil {
+		return err
+	}
 	if sb.State == api.StateCreating {
 		return fmt.Errorf("sandbox %s is being created; delete it once the create has returned: %w", id, api.ErrConflict)
 	}
 	return m.destroy(context.WithoutCancel(ctx), sb)
 }
 
-// destroy removes the processes, network, files and row of sb.
+// destroy removes the processes, network, files, pause image and row of
+// sb. Its snapshots stay: they are the user's until deleted.
 func (m *Manager) destroy(ctx context.Context, sb store.Sandbox) error {
-	m.mu.Lock()
-	if l := m.live[sb.ID]; l != nil {
-		l.agent.CloseIdle()
-		delete(m.live, sb.ID)
-	}
-	m.mu.Unlock()
+	m.dropLive(sb.ID)
 	var errs []error
-	if err := m.rt.Delete(ctx, sb.ID); err != nil {
+	in, err := m.instanceOf(sb)
+	if err != nil {
 		errs = append(errs, err)
 	}
-	if link, err := m.link(sb); err == nil {
-		if err := network.Teardown(link); err != nil {
+	if in != nil {
+		if err := m.stopInstance(ctx, in); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	// Instances a crash left half-made (a restore that never swapped in).
+	if leases, err := m.store.Leases(ctx); err == nil {
+		for _, l := range leases {
+			if l.SandboxID == sb.ID && (in == nil || l.RuntimeID != in.id) {
+				if other, err := m.instanceFor(sb.ID, l.RuntimeID, l.NetIndex); err == nil {
+					errs = append(errs, m.stopInstance(ctx, other))
+				}
+			}
+		}
+	}
+	if err := m.snaps.Delete(pauseImageID(sb.ID)); err != nil {
+		errs = append(errs, err)
 	}
 	if err := os.RemoveAll(m.dir(sb.ID)); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		// Keep the row, so the user can see it and delete it again.
-		m.store.Transition(ctx, sb.ID, []string{sb.State}, api.StateError, "delete failed: "+err.Error())
+		m.store.UpdateSandbox(ctx, sb.ID, store.Update{State: api.StateError, Error: "delete failed: " + err.Error()})
 		return fmt.Errorf("deleting sandbox %s: %w", sb.ID, err)
 	}
 	if err := m.store.DeleteSandbox(ctx, sb.ID); err != nil {
@@ -424,89 +450,15 @@ func (m *Manager) destroy(ctx context.Context, sb store.Sandbox) error {
 	return nil
 }
 
-// Recover adopts the sandboxes of a previous run of the daemon: those still
-// running are connected again; those whose processes died become error.
-func (m *Manager) Recover(ctx context.Context) error {
-	all, err := m.store.ListSandboxes(ctx, store.Filter{})
-	if err != nil {
-		return err
-	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, max(2, runtime.NumCPU()))
-	for _, sb := range all {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			m.recoverOne(ctx, sb)
-		}()
-	}
-	wg.Wait()
-	return nil
-}
-
-func (m *Manager) recoverOne(ctx context.Context, sb store.Sandbox) {
-	log := m.log.With("sandbox_id", sb.ID)
-	fail := func(reason string) {
-		if _, err := m.store.Transition(ctx, sb.ID, []string{sb.State}, api.StateError, reason); err != nil {
-			log.Error("recording a failed recovery", "err", err)
-		}
-		log.Warn("sandbox not recovered", "reason", reason)
-	}
-	switch sb.State {
-	case api.StateCreating:
-		m.rt.Delete(ctx, sb.ID)
-		if link, err := m.link(sb); err == nil {
-			network.Teardown(link)
-		}
-		fail("the server stopped while this sandbox was being created; delete it and create another")
-		return
-	case api.StateRunning:
-	default:
-		return
-	}
-	dead := func() bool {
-		st, err := m.rt.State(ctx, sb.ID)
-		if err == nil && st.Status == "running" {
-			return false
-		}
-		status := "gone"
-		if err == nil {
-			status = st.Status
-		}
-		fail(fmt.Sprintf("its gVisor processes ended while the server was down (runsc says %s); delete it and create another", status))
-		return true
-	}
-	if dead() {
-		return
-	}
-	link, err := m.link(sb)
-	if err != nil {
-		fail(err.Error())
-		return
-	}
-	client := agent.NewClient(fmt.Sprintf("%s:%d", link.Addrs.Sandbox, api.AgentPort))
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := client.WaitReady(rctx, 10*time.Millisecond); err != nil {
-		// Processes killed just before the start may only now be gone.
-		if !dead() {
-			fail("its agent does not answer after a server restart (see " + filepath.Join(m.dir(sb.ID), "agent.log") + "): " + err.Error())
-		}
-		return
-	}
-	m.mu.Lock()
-	m.live[sb.ID] = &live{agent: client}
-	m.mu.Unlock()
-	log.Info("sandbox adopted")
-}
-
-// Shutdown closes agent connections; sandboxes keep running.
+// Shutdown stops the background policies and closes agent connections;
+// sandboxes keep running.
 func (m *Manager) Shutdown() {
+	m.stopPolicies()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, l := range m.live {
-		l.agent.CloseIdle()
+		if l.in.agent != nil {
+			l.in.agent.CloseIdle()
+		}
 	}
 }

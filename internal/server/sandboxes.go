@@ -86,6 +86,7 @@ func (s *Server) proxyToAgent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	defer s.sandboxes.Begin(id)()
 	target, err := url.Parse(client.BaseURL())
 	if err != nil {
 		return err

@@ -55,6 +55,8 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sandboxes/{id}/files/list", s.files)
 	s.handle("GET /v1/sandboxes/{id}/files/stat", s.files)
 
+	s.lifecycleRoutes()
+
 	s.handle("GET /v1/images", s.listImages)
 	s.handle("POST /v1/images/pull", s.pullImage)
 	s.handle("POST /v1/images/import", s.importImage)

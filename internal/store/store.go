@@ -56,12 +56,43 @@ var migrations = []string{
 		idle                  TEXT NOT NULL DEFAULT '{}',
 		checkpoint_interval_s INTEGER NOT NULL DEFAULT 0,
 		last_checkpoint_at    TEXT,
-		net_index             INTEGER NOT NULL UNIQUE,
+		net_index             INTEGER NOT NULL,
 		owner_node            TEXT NOT NULL DEFAULT '',
 		owner_epoch           INTEGER NOT NULL DEFAULT 0
 	);
 	CREATE UNIQUE INDEX sandboxes_team_name ON sandboxes(team_id, name) WHERE name != '';
 	CREATE INDEX sandboxes_team_state ON sandboxes(team_id, state);`,
+	// Version 2: a sandbox's runtime instance (runsc container, network
+	// namespace, address) can change under its fixed id: a restore makes a
+	// new one beside the old, then swaps. Addresses are leased per instance.
+	// Snapshots are recorded once their files are complete.
+	`ALTER TABLE sandboxes ADD COLUMN runtime_id TEXT NOT NULL DEFAULT '';
+	ALTER TABLE sandboxes ADD COLUMN stored INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE sandboxes ADD COLUMN paused_at TEXT;
+	ALTER TABLE sandboxes ADD COLUMN last_active_at TEXT;
+	CREATE TABLE net_leases (
+		net_index  INTEGER PRIMARY KEY,
+		runtime_id TEXT NOT NULL UNIQUE,
+		sandbox_id TEXT NOT NULL
+	);
+	INSERT INTO net_leases (net_index, runtime_id, sandbox_id) SELECT net_index, id, id FROM sandboxes;
+	UPDATE sandboxes SET runtime_id = id WHERE runtime_id = '';
+	CREATE TABLE snapshots (
+		id          TEXT PRIMARY KEY,
+		team_id     TEXT NOT NULL REFERENCES teams(id),
+		sandbox_id  TEXT NOT NULL,
+		parent_id   TEXT NOT NULL DEFAULT '',
+		name        TEXT NOT NULL DEFAULT '',
+		kind        TEXT NOT NULL,
+		created_at  TEXT NOT NULL,
+		size_bytes  INTEGER NOT NULL,
+		runsc_build TEXT NOT NULL,
+		image       TEXT NOT NULL DEFAULT '',
+		image_id    TEXT NOT NULL DEFAULT '',
+		config      TEXT NOT NULL DEFAULT '{}'
+	);
+	CREATE INDEX snapshots_sandbox ON snapshots(sandbox_id, created_at);
+	CREATE INDEX snapshots_team ON snapshots(team_id, created_at);`,
 }
 
 // Open opens (creating if needed) the store at path and migrates it to the
@@ -213,28 +244,36 @@ type Sandbox struct {
 	NetIndex            int
 	OwnerNode           string
 	OwnerEpoch          int64
+	// RuntimeID names the sandbox's current runtime instance: its runsc
+	// container and network namespace. It changes at every restore.
+	RuntimeID string
+	// Stored is true for a paused sandbox whose memory is checkpointed to
+	// disk and whose processes are gone.
+	Stored       bool
+	PausedAt     *time.Time
+	LastActiveAt *time.Time
 }
 
 const sandboxColumns = `id, team_id, name, state, error, image, image_id, template, from_snapshot,
 	created_at, updated_at, cpus, memory_mb, disk_mb, env, metadata, network, volumes, idle,
-	checkpoint_interval_s, last_checkpoint_at, net_index, owner_node, owner_epoch`
+	checkpoint_interval_s, last_checkpoint_at, net_index, owner_node, owner_epoch,
+	runtime_id, stored, paused_at, last_active_at`
 
-// CreateSandbox inserts sb, choosing its NetIndex: the smallest index no
-// other sandbox holds. A name already used in the team is ErrConflict.
+// CreateSandbox inserts sb. With a RuntimeID, it also leases that runtime
+// instance the smallest free network index (sb.NetIndex). A name already
+// used in the team is ErrConflict.
 func (s *Store) CreateSandbox(ctx context.Context, sb *Sandbox) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	err = tx.QueryRowContext(ctx, `
-		SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM sandboxes WHERE net_index = 0)
-		UNION ALL
-		SELECT s.net_index + 1 FROM sandboxes s
-		WHERE NOT EXISTS (SELECT 1 FROM sandboxes t WHERE t.net_index = s.net_index + 1)
-		ORDER BY 1 LIMIT 1`).Scan(&sb.NetIndex)
-	if err != nil {
-		return fmt.Errorf("allocating a network index: %w", err)
+	// A sandbox gets its address with its first runtime instance
+	// (LeaseNetIndex); until then it has none.
+	if sb.RuntimeID == "" {
+		sb.NetIndex = -1
+	} else if sb.NetIndex, err = leaseNetIndex(ctx, tx, sb.RuntimeID, sb.ID); err != nil {
+		return err
 	}
 	now := time.Now().UTC()
 	if sb.CreatedAt.IsZero() {
@@ -246,7 +285,7 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *Sandbox) error {
 		return err
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed: sandboxes.team_id, sandboxes.name") {
 			return fmt.Errorf("a sandbox named %q already exists; pick another name or delete it: %w", sb.Name, api.ErrConflict)
@@ -285,14 +324,10 @@ func sandboxArgs(sb *Sandbox) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var lastCkpt any
-	if sb.LastCheckpointAt != nil {
-		lastCkpt = fmtTime(*sb.LastCheckpointAt)
-	}
 	return []any{sb.ID, sb.TeamID, sb.Name, sb.State, sb.Error, sb.Image, sb.ImageID, sb.Template,
 		sb.FromSnapshot, fmtTime(sb.CreatedAt), fmtTime(sb.UpdatedAt), sb.CPUs, sb.MemoryMB, sb.DiskMB,
-		env, meta, network, volumes, idle, sb.CheckpointIntervalS, lastCkpt, sb.NetIndex,
-		sb.OwnerNode, sb.OwnerEpoch}, nil
+		env, meta, network, volumes, idle, sb.CheckpointIntervalS, optTime(sb.LastCheckpointAt), sb.NetIndex,
+		sb.OwnerNode, sb.OwnerEpoch, sb.RuntimeID, sb.Stored, optTime(sb.PausedAt), optTime(sb.LastActiveAt)}, nil
 }
 
 type scanner interface{ Scan(...any) error }
@@ -300,19 +335,16 @@ type scanner interface{ Scan(...any) error }
 func scanSandbox(row scanner) (Sandbox, error) {
 	var sb Sandbox
 	var created, updated, env, meta, network, volumes, idle string
-	var lastCkpt sql.NullString
+	var lastCkpt, pausedAt, lastActive sql.NullString
 	err := row.Scan(&sb.ID, &sb.TeamID, &sb.Name, &sb.State, &sb.Error, &sb.Image, &sb.ImageID,
 		&sb.Template, &sb.FromSnapshot, &created, &updated, &sb.CPUs, &sb.MemoryMB, &sb.DiskMB,
 		&env, &meta, &network, &volumes, &idle, &sb.CheckpointIntervalS, &lastCkpt, &sb.NetIndex,
-		&sb.OwnerNode, &sb.OwnerEpoch)
+		&sb.OwnerNode, &sb.OwnerEpoch, &sb.RuntimeID, &sb.Stored, &pausedAt, &lastActive)
 	if err != nil {
 		return Sandbox{}, err
 	}
 	sb.CreatedAt, sb.UpdatedAt = parseTime(created), parseTime(updated)
-	if lastCkpt.Valid {
-		t := parseTime(lastCkpt.String)
-		sb.LastCheckpointAt = &t
-	}
+	sb.LastCheckpointAt, sb.PausedAt, sb.LastActiveAt = nullTime(lastCkpt), nullTime(pausedAt), nullTime(lastActive)
 	for _, f := range []struct {
 		s string
 		v any
@@ -425,8 +457,11 @@ func (s *Store) Transition(ctx context.Context, id string, from []string, to, er
 	return sb, tx.Commit()
 }
 
-// DeleteSandbox removes a sandbox's row.
+// DeleteSandbox removes a sandbox's row and its address leases.
 func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM net_leases WHERE sandbox_id = ?`, id); err != nil {
+		return fmt.Errorf("deleting sandbox %s's address leases: %w", id, err)
+	}
 	res, err := s.db.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
 	if err != nil {
 		return fmt.Errorf("deleting sandbox %s: %w", id, err)
@@ -435,6 +470,21 @@ func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
 		return fmt.Errorf("sandbox %s: %w", id, api.ErrNotFound)
 	}
 	return nil
+}
+
+func optTime(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return fmtTime(*t)
+}
+
+func nullTime(s sql.NullString) *time.Time {
+	if !s.Valid {
+		return nil
+	}
+	t := parseTime(s.String)
+	return &t
 }
 
 func nonNilMap(m map[string]string) map[string]string {

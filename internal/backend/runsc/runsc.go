@@ -108,6 +108,51 @@ func (r *Runsc) Run(ctx context.Context, id, bundle string, o Options, stdio *os
 	return nil
 }
 
+// Restore starts container id from the checkpoint image in imageDir,
+// detached. The bundle's spec must match the one the image was taken with
+// (same mounts, same overlay medium); sources and the network namespace may
+// differ.
+func (r *Runsc) Restore(ctx context.Context, id, bundle, imageDir string, o Options, stdio *os.File) error {
+	args := append(r.globalArgs(o), "restore", "--bundle", bundle, "--image-path", imageDir, "--detach", id)
+	cmd := exec.CommandContext(ctx, r.binary, args...)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = stdio, stdio
+	if stdio == nil {
+		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("runsc restore %s from %s: %w: %s%s", id, imageDir, err, strings.TrimSpace(stderr.String()), r.logTail(o.LogPath))
+	}
+	return nil
+}
+
+// Checkpoint saves container id (memory, processes and its overlay
+// writable layer) into imageDir. With leaveRunning the container goes on
+// running (the app pauses only while its state is copied); without, it
+// ends once saved.
+func (r *Runsc) Checkpoint(ctx context.Context, id, imageDir string, o Options, leaveRunning bool) error {
+	args := append(r.globalArgs(o), "checkpoint", "--image-path", imageDir, "--compression", "none")
+	if leaveRunning {
+		args = append(args, "--leave-running")
+	}
+	args = append(args, id)
+	_, err := r.run(ctx, args...)
+	return err
+}
+
+// Pause freezes container id: memory stays resident, no CPU is used.
+func (r *Runsc) Pause(ctx context.Context, id string) error {
+	_, err := r.output(ctx, "pause", id)
+	return err
+}
+
+// Resume thaws a paused container.
+func (r *Runsc) Resume(ctx context.Context, id string) error {
+	_, err := r.output(ctx, "resume", id)
+	return err
+}
+
 // State is what runsc reports of a container.
 type State struct {
 	ID     string `json:"id"`
@@ -170,7 +215,12 @@ func (r *Runsc) Delete(ctx context.Context, id string) error {
 }
 
 func (r *Runsc) output(ctx context.Context, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, r.binary, append([]string{"--root", r.root}, args...)...)
+	return r.run(ctx, append([]string{"--root", r.root}, args...)...)
+}
+
+// run runs runsc with args as given (they carry --root).
+func (r *Runsc) run(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, r.binary, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
