@@ -108,6 +108,9 @@ daemon's admin key file.`,
 		c.createCommand(), c.lsCommand(), c.getCommand(), c.rmCommand(),
 		c.execCommand(), c.cpCommand(),
 		c.imageCommand(),
+	)
+	root.AddCommand(c.lifecycleCommands()...)
+	root.AddCommand(
 		c.versionCommand(),
 	)
 	return root
