@@ -52,6 +52,7 @@ func (in *instance) options(diskMB int64) runsc.Options {
 		OverlayDir:    filepath.Join(in.dir, "overlay"),
 		OverlaySizeMB: diskMB,
 		LogPath:       filepath.Join(in.dir, "runsc.log"),
+		PidFile:       filepath.Join(in.dir, "runsc.pid"),
 	}
 }
 
@@ -150,6 +151,8 @@ func (m *Manager) stopInstance(ctx context.Context, in *instance) error {
 	if in.agent != nil {
 		in.agent.CloseIdle()
 	}
+	// A run or restore that a crashed daemon left running finishes first.
+	runsc.WaitPidFile(filepath.Join(in.dir, "runsc.pid"), in.id, time.Minute)
 	var errs []error
 	if err := m.rt.Delete(ctx, in.id); err != nil {
 		errs = append(errs, err)

@@ -21,7 +21,9 @@ import (
 //   - paused sandboxes still frozen in memory are adopted; one whose
 //     processes died is marked stored if a stored image or checkpoint
 //     exists (resume restores from it), else error;
-//   - a sandbox caught while being created is cleaned up and becomes error;
+//   - a sandbox caught while being created (never acknowledged) is removed;
+//   - a pause or resume interrupted between runsc and the store is undone
+//     (pause) or finished (resume);
 //   - instances of interrupted restores, and image directories no row
 //     refers to, are removed.
 func (m *Manager) Recover(ctx context.Context) error {
@@ -69,12 +71,22 @@ func (m *Manager) recoverOne(ctx context.Context, sb store.Sandbox) {
 	}
 	switch sb.State {
 	case api.StateCreating:
-		if in != nil {
-			m.stopInstance(ctx, in)
+		// Never acknowledged: remove it, as a failed create does.
+		if err := m.destroy(ctx, sb); err != nil {
+			log.Error("removing a sandbox caught being created", "err", err)
+			return
 		}
-		fail("the server stopped while this sandbox was being created; delete it and create another")
+		log.Info("removed a sandbox whose create the server did not finish")
 
 	case api.StateRunning:
+		if status == "paused" {
+			// A pause the server did not get to record: undo it.
+			if err := m.rt.Resume(ctx, in.id); err != nil {
+				fail("it was left frozen by an interrupted pause and could not be thawed: " + err.Error())
+				return
+			}
+			status = "running"
+		}
 		if status == "running" {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			err := in.agent.WaitReady(rctx, 10*time.Millisecond)
@@ -114,6 +126,17 @@ func (m *Manager) recoverOne(ctx context.Context, sb store.Sandbox) {
 		if status == "paused" {
 			m.setLive(sb.ID, in)
 			log.Info("paused sandbox adopted", "runtime_id", in.id)
+			return
+		}
+		if status == "running" {
+			// A resume the server did not get to record: finish it.
+			zero := time.Time{}
+			if _, err := m.store.UpdateSandbox(ctx, sb.ID, store.Update{From: []string{api.StatePaused}, State: api.StateRunning, PausedAt: &zero}); err != nil {
+				log.Error("recording an interrupted resume", "err", err)
+				return
+			}
+			m.setLive(sb.ID, in)
+			log.Info("sandbox adopted after an interrupted resume", "runtime_id", in.id)
 			return
 		}
 		if m.snaps.Exists(pauseImageID(sb.ID)) || m.hasCheckpoint(ctx, sb.ID) {
@@ -157,7 +180,9 @@ func (m *Manager) removeOrphans(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	leased := map[string]bool{}
 	for _, l := range leases {
+		leased[l.RuntimeID] = true
 		if current[l.RuntimeID] {
 			continue
 		}
@@ -167,6 +192,16 @@ func (m *Manager) removeOrphans(ctx context.Context) error {
 		}
 		m.log.Info("removing an instance left by an interrupted operation", "sandbox_id", l.SandboxID, "runtime_id", l.RuntimeID)
 		m.stopInstance(ctx, in)
+	}
+	// Containers no row or lease knows (a daemon that died between runsc
+	// and the store).
+	if containers, err := m.rt.List(ctx); err == nil {
+		for _, c := range containers {
+			if !current[c.ID] && !leased[c.ID] {
+				m.log.Info("removing a runsc container no sandbox owns", "runtime_id", c.ID)
+				m.rt.Delete(ctx, c.ID)
+			}
+		}
 	}
 	snaps, err := m.store.ListSnapshots(ctx, store.SnapshotFilter{})
 	if err != nil {

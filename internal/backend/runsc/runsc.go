@@ -18,8 +18,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/warrenhq/warren/api"
 )
@@ -74,6 +76,8 @@ type Options struct {
 	OverlaySizeMB int64
 	// LogPath receives runsc's own log.
 	LogPath string
+	// PidFile receives the pid of a run or restore while it runs.
+	PidFile string
 }
 
 func (r *Runsc) globalArgs(o Options) []string {
@@ -92,20 +96,58 @@ func (r *Runsc) globalArgs(o Options) []string {
 // the sandbox's PID 1 standard output and error.
 func (r *Runsc) Run(ctx context.Context, id, bundle string, o Options, stdio *os.File) error {
 	args := append(r.globalArgs(o), "run", "--bundle", bundle, "--detach", id)
+	return r.start(ctx, "run", id, args, o, stdio)
+}
+
+// start runs a runsc command that creates a container (run, restore). Its
+// pid goes to o.PidFile while it runs, so that after a crash of the daemon
+// the next one can wait for it before removing what it made.
+func (r *Runsc) start(ctx context.Context, verb, id string, args []string, o Options, stdio *os.File) error {
 	cmd := exec.CommandContext(ctx, r.binary, args...)
-	cmd.Stdin = nil
-	cmd.Stdout, cmd.Stderr = stdio, stdio
 	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = stdio, stdio
 	if stdio == nil {
 		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	}
 	// The sandbox outlives this call and the daemon: keep it out of the
 	// daemon's process group so a ^C to the daemon doesn't reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("runsc run %s: %w: %s%s", id, err, strings.TrimSpace(stderr.String()), r.logTail(o.LogPath))
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("runsc %s %s: %w", verb, id, err)
+	}
+	if o.PidFile != "" {
+		os.WriteFile(o.PidFile, []byte(strconv.Itoa(cmd.Process.Pid)), 0o600)
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("runsc %s %s: %w: %s%s", verb, id, err, strings.TrimSpace(stderr.String()), r.logTail(o.LogPath))
 	}
 	return nil
+}
+
+// WaitPidFile waits (up to timeout) for the runsc command whose pid is in
+// path to end, if it still runs: a run or restore a crashed daemon left
+// behind finishes making its container, which can then be deleted.
+func WaitPidFile(path, id string, timeout time.Duration) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !strings.Contains(string(cmdline), id) || !alive(pid) {
+			return
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // Restore starts container id from the checkpoint image in imageDir,
@@ -114,17 +156,7 @@ func (r *Runsc) Run(ctx context.Context, id, bundle string, o Options, stdio *os
 // differ.
 func (r *Runsc) Restore(ctx context.Context, id, bundle, imageDir string, o Options, stdio *os.File) error {
 	args := append(r.globalArgs(o), "restore", "--bundle", bundle, "--image-path", imageDir, "--detach", id)
-	cmd := exec.CommandContext(ctx, r.binary, args...)
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = stdio, stdio
-	if stdio == nil {
-		cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("runsc restore %s from %s: %w: %s%s", id, imageDir, err, strings.TrimSpace(stderr.String()), r.logTail(o.LogPath))
-	}
-	return nil
+	return r.start(ctx, "restore", id, args, o, stdio)
 }
 
 // Checkpoint saves container id (memory, processes and its overlay
