@@ -287,6 +287,9 @@ func (s *Server) assertNoLeftovers() {
 		if _, err := net.InterfaceByName("wv-" + id[3:]); err == nil {
 			t.Errorf("veth left behind: wv-%s", id[3:])
 		}
+		if dirs, _ := filepath.Glob("/sys/fs/cgroup/*/warren/" + id); len(dirs) > 0 {
+			t.Errorf("cgroups left behind: %v", dirs)
+		}
 	}
 }
 

@@ -160,6 +160,7 @@ func (m *Manager) stopInstance(ctx context.Context, in *instance) error {
 	if err := network.Teardown(in.link); err != nil {
 		errs = append(errs, err)
 	}
+	removeCgroups(filepath.Join(m.cfg.CgroupParent, in.id))
 	if err := os.RemoveAll(in.dir); err != nil {
 		errs = append(errs, err)
 	}
@@ -169,6 +170,24 @@ func (m *Manager) stopInstance(ctx context.Context, in *instance) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeCgroups removes the (empty) cgroup directories of path under
+// every hierarchy: runsc removes them when it deletes a container it
+// watched end, but not those of a sandbox killed while no runsc was there.
+func removeCgroups(path string) {
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", path))
+	if d := filepath.Join("/sys/fs/cgroup", path); dirExists(d) {
+		dirs = append(dirs, d)
+	}
+	for _, d := range dirs {
+		os.Remove(d)
+	}
+}
+
+func dirExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
 
 func readSpec(path string) (*specs.Spec, error) {
