@@ -279,3 +279,41 @@ func TestIdlePolicy(t *testing.T) {
 		t.Errorf("sandbox with a command in flight: got %q right after it ended, want running", got.State)
 	}
 }
+
+// TestDeletePaused deletes sandboxes paused in memory and stored on disk:
+// nothing is left behind (the harness checks).
+func TestDeletePaused(t *testing.T) {
+	s := StartServerWith(t, map[string]any{"store_after_s": 1, "policy_interval_ms": 100})
+	ctx := ctxT(t)
+	c := s.Client
+	resident, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{Idle: &api.IdlePolicy{TimeoutS: 0, Action: "pause"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PauseSandbox(ctx, resident.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteSandbox(ctx, resident.ID); err != nil {
+		t.Errorf("deleting a paused sandbox: %v", err)
+	}
+	stored, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PauseSandbox(ctx, stored.ID); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(s.Containers()) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("not stored after 30s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := c.DeleteSandbox(ctx, stored.ID); err != nil {
+		t.Errorf("deleting a stored sandbox: %v", err)
+	}
+	if ids, _ := os.ReadDir(filepath.Join(s.StateDir, "snapshots")); len(ids) != 1 { // only .tmp
+		t.Errorf("images left after deleting a stored sandbox: %d entries", len(ids))
+	}
+}

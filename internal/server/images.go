@@ -75,6 +75,10 @@ func (s *Server) importImage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	name := r.URL.Query().Get("name")
+	// Progress lines go out while the archive is still coming in.
+	if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+		s.log.Debug("full duplex unavailable; import progress is sent once the archive is read", "err", err)
+	}
 	return s.longImageOp(w, r, func(ctx context.Context, progress func(api.Progress)) (api.Image, error) {
 		return s.images.Import(ctx, r.Body, name, progress)
 	})
