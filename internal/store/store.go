@@ -19,7 +19,10 @@ type Store struct {
 	db *sql.DB
 }
 
-// migrations[i] takes the schema from version i to i+1.
+// migrations[i] takes the schema from version i to i+1. Versions 1 and 2
+// are here; later ones register themselves from files of their own
+// (migrate_vN_*.go) with registerMigration, so features can add tables
+// without editing this list.
 var migrations = []string{
 	`CREATE TABLE teams (
 		id         TEXT PRIMARY KEY,
@@ -123,6 +126,15 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	var v int
 	err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
 	return v, err
+}
+
+// registerMigration adds the migration to version v. Versions must be
+// contiguous; a gap or a duplicate panics at start-up, in every test.
+func registerMigration(v int, sql string) {
+	if v != len(migrations)+1 {
+		panic(fmt.Sprintf("store: migration %d registered after %d: versions must be contiguous (check the migrate_v*.go file names sort in version order)", v, len(migrations)))
+	}
+	migrations = append(migrations, sql)
 }
 
 func (s *Store) migrate(ctx context.Context) error {
