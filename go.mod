@@ -3,6 +3,7 @@ module github.com/warrenhq/warren
 go 1.26.8
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/google/go-containerregistry v0.22.1
 	github.com/klauspost/compress v1.19.2
 	github.com/opencontainers/runtime-spec v1.2.1

@@ -1,6 +1,7 @@
 // Command warren-agent runs as PID 1 of every Warren sandbox: it reaps
-// orphans and serves the agent API (commands and files) that the daemon
-// reaches at the sandbox's address, port 49982. See internal/agent.
+// orphans and serves the agent API (commands, named shells, background jobs,
+// code contexts, the terminal and files) that the daemon reaches at the
+// sandbox's address, port 49982. See internal/agent.
 //
 // Build it static: CGO_ENABLED=0 go build ./cmd/warren-agent
 package main
@@ -32,6 +33,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("warren-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", fmt.Sprintf(":%d", api.AgentPort), "address to serve the agent API on")
+	stateDir := fs.String("state-dir", agent.DefaultStateDir, "where job output, shells' files and the code driver are kept, on the sandbox's own disk")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -47,7 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	// Commands start from the agent's environment, with PATH and HOME
 	// defaulted: PID 1 may be given none.
-	a, err := agent.New(agent.Config{Version: version, Logger: log})
+	a, err := agent.New(agent.Config{Version: version, Logger: log, StateDir: *stateDir})
 	if err != nil {
 		log.Error("starting agent", "err", err)
 		return 1

@@ -12,6 +12,30 @@
 //	DELETE /files?path=/abs[&recursive=true]
 //	GET    /files/list?path=/abs&depth=1 api.FileList
 //	GET    /files/stat?path=/abs        api.FileEntry
+//	GET    /files/archive?path=/abs     a tar of the directory (package archive)
+//	PUT    /files/archive?path=/abs     tar body -> api.ArchiveResult (extracted into the directory)
+//
+//	POST   /exec with shell: NAME        runs in the named shell (shell.go)
+//	POST   /exec with background: true   202 api.Job (jobs.go)
+//	POST   /shells                      api.CreateShellRequest -> 201 api.Shell
+//	GET    /shells                      api.ShellList
+//	DELETE /shells/{name}
+//	GET    /jobs                        api.JobList
+//	GET    /jobs/{job}                  api.Job
+//	DELETE /jobs/{job}                  (an ended job and its output)
+//	GET    /jobs/{job}/output?stream=stdout|stderr&offset=N&follow=true   raw bytes
+//	POST   /jobs/{job}/kill             api.KillRequest -> api.Job
+//	POST   /jobs/{job}/stdin[?close=true]   body bytes -> api.Job
+//	POST   /code                        api.CodeRequest -> api.CodeResult (code.go)
+//	GET    /code/contexts               api.ContextList
+//	POST   /code/contexts               api.CreateContextRequest -> 201 api.CodeContext
+//	DELETE /code/contexts/{name}
+//	POST   /code/contexts/{name}/restart   api.CodeContext
+//	GET    /pty?cols=&rows=             WebSocket terminal (pty.go)
+//
+// Everything these keep lives inside the sandbox: shells, jobs and code
+// contexts are child processes of the agent, and job output is in files
+// under StateDir, so all of it is part of every checkpoint, snapshot and fork.
 //
 // As PID 1 the agent also reaps every zombie of the sandbox. One goroutine owns
 // all waiting (see reaper.go): commands are started with syscall.ForkExec and
@@ -20,7 +44,8 @@
 //
 // Output of a command is returned as JSON strings, so it must be UTF-8: invalid
 // bytes are replaced by U+FFFD (encoding/json does this). Binary output belongs
-// in a file read through /files.
+// in a file read through /files, or in a background job, whose output is
+// served as raw bytes.
 package agent
 
 import (
@@ -43,6 +68,8 @@ const (
 	DefaultMaxOutput       = 16 << 20
 	DefaultDrainGrace      = 100 * time.Millisecond
 	DefaultShutdownTimeout = 5 * time.Second
+	DefaultStateDir        = "/var/lib/warren-agent"
+	DefaultInterruptGrace  = 2 * time.Second
 
 	defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	defaultHome = "/root"
@@ -70,6 +97,22 @@ type Config struct {
 	// open connections are closed and their commands killed.
 	// DefaultShutdownTimeout when 0.
 	ShutdownTimeout time.Duration
+	// StateDir holds what the agent keeps on the sandbox's disk: job
+	// output and records, shells' command files, the code driver.
+	// DefaultStateDir when empty.
+	StateDir string
+	// JobOutputCap bounds what is kept on disk of each output stream of a
+	// background job: its last bytes, between half of this and all of
+	// it. DefaultJobOutputCap when 0.
+	JobOutputCap int64
+	// ShellInterruptGrace is how long a named shell's command has to stop
+	// after SIGINT (at its timeout) before the shell is killed.
+	// DefaultInterruptGrace when 0.
+	ShellInterruptGrace time.Duration
+	// CodeInterruptGrace is how long code has to stop after
+	// KeyboardInterrupt before its interpreter is killed.
+	// DefaultInterruptGrace when 0.
+	CodeInterruptGrace time.Duration
 }
 
 // Agent serves the agent's HTTP API. Make one with New.
@@ -79,6 +122,10 @@ type Agent struct {
 	reaper  *reaper
 	devNull *os.File
 	mux     *http.ServeMux
+
+	shells   shells
+	jobs     jobs
+	contexts codeContexts
 }
 
 // New returns an Agent, starting the process-wide reaper if it is not
@@ -100,6 +147,18 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = DefaultStateDir
+	}
+	if cfg.JobOutputCap <= 0 {
+		cfg.JobOutputCap = DefaultJobOutputCap
+	}
+	if cfg.ShellInterruptGrace <= 0 {
+		cfg.ShellInterruptGrace = DefaultInterruptGrace
+	}
+	if cfg.CodeInterruptGrace <= 0 {
+		cfg.CodeInterruptGrace = DefaultInterruptGrace
+	}
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s for commands' stdin: %w", os.DevNull, err)
@@ -111,6 +170,10 @@ func New(cfg Config) (*Agent, error) {
 		devNull: devNull,
 		mux:     http.NewServeMux(),
 	}
+	a.shells.byName = make(map[string]*shell)
+	a.jobs.byID = make(map[string]*job)
+	a.contexts.byName = make(map[string]*codeContext)
+	a.loadJobs()
 	a.mux.HandleFunc("GET /health", a.handleHealth)
 	a.mux.HandleFunc("POST /exec", a.handleExec)
 	a.mux.HandleFunc("GET /files", a.handleFileGet)
@@ -118,6 +181,23 @@ func New(cfg Config) (*Agent, error) {
 	a.mux.HandleFunc("DELETE /files", a.handleFileDelete)
 	a.mux.HandleFunc("GET /files/list", a.handleFileList)
 	a.mux.HandleFunc("GET /files/stat", a.handleFileStat)
+	a.mux.HandleFunc("GET /files/archive", a.handleArchiveGet)
+	a.mux.HandleFunc("PUT /files/archive", a.handleArchivePut)
+	a.mux.HandleFunc("POST /shells", a.handleShellCreate)
+	a.mux.HandleFunc("GET /shells", a.handleShellList)
+	a.mux.HandleFunc("DELETE /shells/{name}", a.handleShellDelete)
+	a.mux.HandleFunc("GET /jobs", a.handleJobList)
+	a.mux.HandleFunc("GET /jobs/{job}", a.handleJobGet)
+	a.mux.HandleFunc("DELETE /jobs/{job}", a.handleJobDelete)
+	a.mux.HandleFunc("GET /jobs/{job}/output", a.handleJobOutput)
+	a.mux.HandleFunc("POST /jobs/{job}/kill", a.handleJobKill)
+	a.mux.HandleFunc("POST /jobs/{job}/stdin", a.handleJobStdin)
+	a.mux.HandleFunc("POST /code", a.handleCode)
+	a.mux.HandleFunc("GET /code/contexts", a.handleContextList)
+	a.mux.HandleFunc("POST /code/contexts", a.handleContextCreate)
+	a.mux.HandleFunc("DELETE /code/contexts/{name}", a.handleContextDelete)
+	a.mux.HandleFunc("POST /code/contexts/{name}/restart", a.handleContextRestart)
+	a.mux.HandleFunc("GET /pty", a.handlePty)
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, errorf(api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -179,7 +259,46 @@ func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 		srv.Close()
 	}
 	<-errc
+	a.killAll()
 	return nil
+}
+
+// killAll ends the shells, code contexts and jobs of the agent, at its
+// shutdown: they are its children, and would otherwise outlive it.
+func (a *Agent) killAll() {
+	var procs []*child
+	a.shells.mu.Lock()
+	for _, sh := range a.shells.byName {
+		if sh != nil {
+			procs = append(procs, sh.proc)
+		}
+	}
+	a.shells.mu.Unlock()
+	a.contexts.mu.Lock()
+	for _, cc := range a.contexts.byName {
+		cc.mu.Lock()
+		if cc.in != nil {
+			procs = append(procs, cc.in.proc)
+		}
+		cc.mu.Unlock()
+	}
+	a.contexts.mu.Unlock()
+	a.jobs.mu.Lock()
+	for _, j := range a.jobs.byID {
+		if j.proc != nil && j.running() {
+			procs = append(procs, j.proc)
+		}
+	}
+	a.jobs.mu.Unlock()
+	for _, p := range procs {
+		p.killGroup()
+	}
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func (a *Agent) handleHealth(w http.ResponseWriter, r *http.Request) {

@@ -31,6 +31,9 @@ func startAgent(t testing.TB, cfg Config) *Client {
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 2 * time.Second
 	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = t.TempDir()
+	}
 	a, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -75,9 +75,26 @@ func (a *Agent) handleExec(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, errorf(api.CodeInvalid, "invalid JSON body: %v", err))
 		return
 	}
+	if req.Shell != "" {
+		if req.Background {
+			writeErr(w, errShellAndBackground)
+			return
+		}
+		a.handleShellExec(w, r, req)
+		return
+	}
 	spec, err := a.prepare(req)
 	if err != nil {
 		writeErr(w, err)
+		return
+	}
+	if req.Background {
+		job, err := a.startJob(req, spec)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusAccepted, job)
 		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -107,19 +124,32 @@ func acceptsNDJSON(r *http.Request) bool {
 	return false
 }
 
-// prepare validates req and resolves what it runs.
-func (a *Agent) prepare(req api.ExecRequest) (*execSpec, error) {
+// checkExecRequest checks what every exec needs: a command, and a sane
+// timeout.
+func checkExecRequest(req api.ExecRequest) error {
 	switch {
 	case len(req.Cmd) > 0 && req.Command != "":
-		return nil, errorf(api.CodeInvalid, "both cmd and command are set; set cmd (an argv) or command (a /bin/sh -c string), not both")
+		return errorf(api.CodeInvalid, "both cmd and command are set; set cmd (an argv) or command (a /bin/sh -c string), not both")
 	case len(req.Cmd) == 0 && req.Command == "":
-		return nil, errorf(api.CodeInvalid, "neither cmd nor command is set; set cmd (an argv) or command (a /bin/sh -c string)")
-	case req.Shell != "":
-		return nil, errorf(api.CodeInvalid, "shell is not supported by this agent version")
-	case req.Background:
-		return nil, errorf(api.CodeInvalid, "background is not supported by this agent version")
+		return errorf(api.CodeInvalid, "neither cmd nor command is set; set cmd (an argv) or command (a /bin/sh -c string)")
 	case math.IsNaN(req.TimeoutS) || req.TimeoutS < 0:
-		return nil, errorf(api.CodeInvalid, "timeout_s must be 0 (none) or a positive number of seconds, not %v", req.TimeoutS)
+		return errorf(api.CodeInvalid, "timeout_s must be 0 (none) or a positive number of seconds, not %v", req.TimeoutS)
+	}
+	return nil
+}
+
+// timeoutOf turns timeout_s into a duration; 0 is none.
+func timeoutOf(s float64) time.Duration {
+	if s <= 0 {
+		return 0
+	}
+	return time.Duration(min(s, 1e9) * float64(time.Second)) // 1e9 s: 31 years
+}
+
+// prepare validates req and resolves what it runs.
+func (a *Agent) prepare(req api.ExecRequest) (*execSpec, error) {
+	if err := checkExecRequest(req); err != nil {
+		return nil, err
 	}
 	spec := &execSpec{argv: req.Cmd, dir: req.Cwd, stdin: req.Stdin}
 	if req.Command != "" {
@@ -133,16 +163,10 @@ func (a *Agent) prepare(req api.ExecRequest) (*execSpec, error) {
 			return nil, errorf(api.CodeInvalid, "cmd[%d] contains a NUL byte", i)
 		}
 	}
-	if req.TimeoutS > 0 {
-		spec.timeout = time.Duration(min(req.TimeoutS, 1e9) * float64(time.Second)) // 1e9 s: 31 years
-	}
+	spec.timeout = timeoutOf(req.TimeoutS)
 	if spec.dir != "" {
-		fi, err := os.Stat(spec.dir)
-		switch {
-		case err != nil:
-			return nil, errorf(api.CodeInvalid, "cwd %q: no such directory", spec.dir)
-		case !fi.IsDir():
-			return nil, errorf(api.CodeInvalid, "cwd %q is not a directory", spec.dir)
+		if err := checkDir(spec.dir); err != nil {
+			return nil, err
 		}
 	}
 	env, err := mergeEnv(a.cfg.Env, req.Env)
@@ -234,7 +258,12 @@ type process struct {
 
 // start starts spec in its own process group. A command that can't be
 // executed is a *startError; anything else is an internal failure.
-func (a *Agent) start(spec *execSpec) (*process, error) {
+func (a *Agent) start(spec *execSpec) (*process, error) { return a.startProcess(spec, false) }
+
+// startProcess starts spec. A job is a session of its own whose stdin is
+// always a pipe; anything else is a process group of its own whose stdin is
+// a pipe only when spec has stdin to give it.
+func (a *Agent) startProcess(spec *execSpec, job bool) (*process, error) {
 	if spec.cannotRun != nil {
 		return nil, spec.cannotRun
 	}
@@ -258,7 +287,7 @@ func (a *Agent) start(spec *execSpec) (*process, error) {
 	closeOnErr = append(closeOnErr, errR, errW)
 	stdinFd := a.devNull.Fd()
 	var inR, inW *os.File
-	if spec.stdin != "" {
+	if spec.stdin != "" || job {
 		if inR, inW, err = os.Pipe(); err != nil {
 			return fail(fmt.Errorf("creating stdin pipe: %w", err))
 		}
@@ -271,7 +300,7 @@ func (a *Agent) start(spec *execSpec) (*process, error) {
 		Dir:   spec.dir,
 		Env:   spec.env,
 		Files: []uintptr{stdinFd, outW.Fd(), errW.Fd()},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		Sys:   &syscall.SysProcAttr{Setpgid: !job, Setsid: job},
 	}
 	c, err := a.reaper.start(spec.path, spec.argv, attr)
 	if err != nil {

@@ -107,8 +107,9 @@ func TestExecInvalid(t *testing.T) {
 	}{
 		{"both", api.ExecRequest{Cmd: []string{"true"}, Command: "true"}, "not both"},
 		{"neither", api.ExecRequest{}, "set cmd"},
-		{"shell", api.ExecRequest{Command: "true", Shell: "main"}, "not supported by this agent version"},
-		{"background", api.ExecRequest{Command: "true", Background: true}, "not supported by this agent version"},
+		{"shell and background", api.ExecRequest{Command: "true", Shell: "main", Background: true}, "don't go together"},
+		{"bad shell name", api.ExecRequest{Command: "true", Shell: "a b"}, "shell name"},
+		{"background without command", api.ExecRequest{Background: true}, "set cmd"},
 		{"negative timeout", api.ExecRequest{Command: "true", TimeoutS: -1}, "timeout_s"},
 		{"missing cwd", api.ExecRequest{Command: "true", Cwd: "/nonexistent/warren-cwd"}, "/nonexistent/warren-cwd"},
 		{"cwd is a file", api.ExecRequest{Command: "true", Cwd: file}, "not a directory"},
