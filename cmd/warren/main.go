@@ -110,6 +110,7 @@ daemon's admin key file.`,
 		c.imageCommand(),
 	)
 	root.AddCommand(c.lifecycleCommands()...)
+	root.AddCommand(c.templateCommand())
 	root.AddCommand(
 		c.versionCommand(),
 	)

@@ -66,6 +66,8 @@ so that ID=$(warren create) works. With --json, print the whole sandbox.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&req.Image, "image", "", "image to boot (default: the server's default image)")
+	fl.StringVar(&req.Template, "template", "", "start from this template (warren template build)")
+	fl.StringVar(&req.Snapshot, "snapshot", "", "start from this snapshot")
 	fl.StringVar(&req.Name, "name", "", "a name for people")
 	fl.Float64Var(&cpus, "cpus", 0, "vCPUs (default: the server's)")
 	fl.Int64Var(&memory, "memory", 0, "memory in MB (default: the server's)")

@@ -379,31 +379,12 @@ func (m *Manager) Fork(ctx context.Context, team, snapID string, count int) ([]s
 	return out, nil
 }
 
-func (m *Manager) forkOne(ctx context.Context, team string, sn store.Snapshot) (sb store.Sandbox, err error) {
-	sb = store.Sandbox{
+func (m *Manager) forkOne(ctx context.Context, team string, sn store.Snapshot) (store.Sandbox, error) {
+	return m.restoreNew(ctx, store.Sandbox{
 		ID: NewID(), TeamID: team, State: api.StateCreating, Image: sn.Image, ImageID: sn.ImageID,
 		FromSnapshot: sn.ID, CPUs: sn.Config.CPUs, MemoryMB: sn.Config.MemoryMB, DiskMB: sn.Config.DiskMB,
 		Env: sn.Config.Env, Network: sn.Config.Network, Idle: sn.Config.Idle, OwnerNode: m.cfg.Node, OwnerEpoch: 1,
-		Metadata: map[string]string{},
-	}
-	if err := m.store.CreateSandbox(ctx, &sb); err != nil {
-		return sb, err
-	}
-	in, err := m.startInstance(ctx, sb.ID, startOpts{imageDir: m.snaps.Path(sn.ID), diskMB: sb.DiskMB})
-	if err != nil {
-		m.store.DeleteSandbox(context.WithoutCancel(ctx), sb.ID)
-		return store.Sandbox{}, err
-	}
-	sb, err = m.store.UpdateSandbox(ctx, sb.ID, store.Update{From: []string{api.StateCreating}, State: api.StateRunning,
-		Runtime: &store.Runtime{ID: in.id, NetIndex: in.netIndex}})
-	if err != nil {
-		m.stopInstance(context.WithoutCancel(ctx), in)
-		m.store.DeleteSandbox(context.WithoutCancel(ctx), sb.ID)
-		return store.Sandbox{}, err
-	}
-	m.setLive(sb.ID, in)
-	m.log.Info("sandbox forked", "sandbox_id", sb.ID, "runtime_id", in.id, "snapshot_id", sn.ID)
-	return sb, nil
+	}, sn, nil)
 }
 
 // ForkSandbox snapshots sandbox id now and starts count copies of it.

@@ -99,6 +99,9 @@ type Manager struct {
 type live struct {
 	in         *instance
 	lastActive time.Time
+	// extraEnv is added to every command run through the API (see
+	// ExtraEnv).
+	extraEnv map[string]string
 }
 
 // NewManager returns a Manager. Call Recover before serving.
@@ -158,12 +161,6 @@ func (m *Manager) validate(req *api.CreateSandboxRequest) (store.Sandbox, error)
 		Name: req.Name, Env: req.Env, Metadata: req.Metadata,
 		CPUs: m.cfg.DefaultCPUs, MemoryMB: m.cfg.DefaultMemoryMB, DiskMB: m.cfg.DefaultDiskMB,
 		Idle: m.cfg.DefaultIdle, Network: api.Network{Egress: "none"}, OwnerNode: m.cfg.Node,
-	}
-	if req.Template != "" {
-		return sb, invalid("templates are not available on this server yet; create from an image instead")
-	}
-	if req.Snapshot != "" {
-		return sb, invalid("creating from a snapshot is not available on this server yet; create from an image instead")
 	}
 	if req.Name != "" && !namePattern.MatchString(req.Name) {
 		return sb, invalid("name %q: use 1-63 letters, digits, '_', '.', '-', starting with a letter or digit", req.Name)
@@ -232,6 +229,9 @@ func (m *Manager) Create(ctx context.Context, team string, req api.CreateSandbox
 	sb, err = m.validate(&req)
 	if err != nil {
 		return sb, err
+	}
+	if req.Template != "" || req.Snapshot != "" {
+		return m.createFromSnapshot(ctx, team, req, sb)
 	}
 	imgName := req.Image
 	if imgName == "" {
@@ -342,9 +342,13 @@ func stateHint(sb store.Sandbox) string {
 }
 
 func (m *Manager) setLive(id string, in *instance) {
+	extra, err := m.store.ExtraEnv(context.Background(), id)
+	if err != nil {
+		m.log.Warn("reading a sandbox's extra environment", "sandbox_id", id, "err", err)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.live[id] = &live{in: in, lastActive: time.Now()}
+	m.live[id] = &live{in: in, lastActive: time.Now(), extraEnv: extra}
 }
 
 func (m *Manager) liveInstance(id string) *instance {

@@ -1,12 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/warrenhq/warren/api"
@@ -92,6 +94,9 @@ func (s *Server) proxyToAgent(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	prefix := "/v1/sandboxes/" + id
+	if err := s.injectEnv(r, id, strings.TrimPrefix(r.URL.Path, prefix)); err != nil {
+		return err
+	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = target.Scheme
@@ -111,6 +116,49 @@ func (s *Server) proxyToAgent(w http.ResponseWriter, r *http.Request) error {
 		},
 	}
 	rp.ServeHTTP(w, r)
+	return nil
+}
+
+// maxExecBody bounds an exec or shell body the daemon rewrites (stdin is
+// carried in it).
+const maxExecBody = 64 << 20
+
+// injectEnv adds the environment a sandbox made from a snapshot or template
+// asked for at create to the body of calls that start commands (exec, new
+// shells), under what the call itself sets. The processes a snapshot
+// restores keep the environment they had; this is how the rest see the
+// new one.
+func (s *Server) injectEnv(r *http.Request, id, path string) error {
+	extra := s.sandboxes.ExtraEnv(id)
+	if len(extra) == 0 || r.Method != http.MethodPost || (path != "/exec" && path != "/shells") {
+		return nil
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxExecBody))
+	if err != nil {
+		return fmt.Errorf("reading the request body (at most %d bytes): %v: %w", maxExecBody, err, api.ErrInvalid)
+	}
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(b, &body); err != nil {
+		return fmt.Errorf("request body is not a JSON object: %v: %w", err, api.ErrInvalid)
+	}
+	env := map[string]string{}
+	for k, v := range extra {
+		env[k] = v
+	}
+	if raw, ok := body["env"]; ok {
+		var own map[string]string
+		if err := json.Unmarshal(raw, &own); err != nil {
+			return fmt.Errorf("env: want an object of strings: %v: %w", err, api.ErrInvalid)
+		}
+		for k, v := range own {
+			env[k] = v
+		}
+	}
+	body["env"], _ = json.Marshal(env)
+	out, _ := json.Marshal(body)
+	r.Body = io.NopCloser(bytes.NewReader(out))
+	r.ContentLength = int64(len(out))
+	r.Header.Set("Content-Length", strconv.Itoa(len(out)))
 	return nil
 }
 

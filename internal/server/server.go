@@ -56,6 +56,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sandboxes/{id}/files/stat", s.files)
 
 	s.lifecycleRoutes()
+	s.templateRoutes()
 
 	s.handle("GET /v1/images", s.listImages)
 	s.handle("POST /v1/images/pull", s.pullImage)

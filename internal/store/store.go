@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -19,12 +20,14 @@ type Store struct {
 	db *sql.DB
 }
 
-// migrations[i] takes the schema from version i to i+1. Versions 1 and 2
-// are here; later ones register themselves from files of their own
+// migrations maps a version to the SQL that adds it. Versions 1 and 2 are
+// here; later ones register themselves from files of their own
 // (migrate_vN_*.go) with registerMigration, so features can add tables
-// without editing this list.
-var migrations = []string{
-	`CREATE TABLE teams (
+// without editing this list. Each applied version is recorded in
+// schema_migrations, so versions need not arrive in order (two features
+// developed side by side), only be independent of each other.
+var migrations = map[int]string{
+	1: `CREATE TABLE teams (
 		id         TEXT PRIMARY KEY,
 		name       TEXT NOT NULL UNIQUE,
 		created_at TEXT NOT NULL
@@ -69,7 +72,7 @@ var migrations = []string{
 	// namespace, address) can change under its fixed id: a restore makes a
 	// new one beside the old, then swaps. Addresses are leased per instance.
 	// Snapshots are recorded once their files are complete.
-	`ALTER TABLE sandboxes ADD COLUMN runtime_id TEXT NOT NULL DEFAULT '';
+	2: `ALTER TABLE sandboxes ADD COLUMN runtime_id TEXT NOT NULL DEFAULT '';
 	ALTER TABLE sandboxes ADD COLUMN stored INTEGER NOT NULL DEFAULT 0;
 	ALTER TABLE sandboxes ADD COLUMN paused_at TEXT;
 	ALTER TABLE sandboxes ADD COLUMN last_active_at TEXT;
@@ -128,13 +131,13 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	return v, err
 }
 
-// registerMigration adds the migration to version v. Versions must be
-// contiguous; a gap or a duplicate panics at start-up, in every test.
+// registerMigration adds the migration to version v; a version registered
+// twice panics at start-up (in every test).
 func registerMigration(v int, sql string) {
-	if v != len(migrations)+1 {
-		panic(fmt.Sprintf("store: migration %d registered after %d: versions must be contiguous (check the migrate_v*.go file names sort in version order)", v, len(migrations)))
+	if _, dup := migrations[v]; dup || v < 1 {
+		panic(fmt.Sprintf("store: migration %d registered twice", v))
 	}
-	migrations = append(migrations, sql)
+	migrations[v] = sql
 }
 
 func (s *Store) migrate(ctx context.Context) error {
@@ -143,18 +146,55 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	if v > len(migrations) {
-		return fmt.Errorf("schema version %d is newer than this warren (%d): run a newer warren", v, len(migrations))
+		return fmt.Errorf("schema has %d migrations, more than this warren knows (%d): run a newer warren", v, len(migrations))
 	}
-	for ; v < len(migrations); v++ {
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
+		return err
+	}
+	applied := map[int]bool{}
+	rows, err := s.db.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var n int
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return err
+		}
+		applied[n] = true
+	}
+	rows.Close()
+	for n := range applied {
+		if _, known := migrations[n]; !known {
+			return fmt.Errorf("schema has migration %d, which this warren does not know: run a newer warren", n)
+		}
+	}
+	versions := make([]int, 0, len(migrations))
+	for n := range migrations {
+		versions = append(versions, n)
+	}
+	sort.Ints(versions)
+	for _, n := range versions {
+		if applied[n] {
+			continue
+		}
 		tx, err := s.db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+		if _, err := tx.ExecContext(ctx, migrations[n]); err != nil {
 			tx.Rollback()
-			return fmt.Errorf("migration %d: %w", v+1, err)
+			return fmt.Errorf("migration %d: %w", n, err)
 		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", v+1)); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, n, fmtTime(time.Now())); err != nil {
+			tx.Rollback()
+			return err
+		}
+		applied[n] = true
+		// user_version counts the applied migrations.
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", len(applied))); err != nil {
 			tx.Rollback()
 			return err
 		}
