@@ -12,23 +12,30 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/warrenhq/warren/api"
 	"github.com/warrenhq/warren/client"
 )
 
 func (c *cli) cpCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "cp SRC DST",
-		Short: "Copy a file between this host and a sandbox",
-		Long: `Copy a single file into or out of a sandbox. One side is ID:/abs/path in
-the sandbox, the other a local path; '-' as the local side is stdin or stdout.
+	var recursive bool
+	cmd := &cobra.Command{
+		Use:   "cp [-r] SRC DST",
+		Short: "Copy files and directories between this host and a sandbox",
+		Long: `Copy a file, or with -r a directory, into or out of a sandbox. One side is
+ID:/abs/path in the sandbox, the other a local path; '-' as the local side is
+stdin or stdout (with -r, a tar of the directory).
 
   warren cp ./main.py ID:/work/main.py
   warren cp ID:/work/out.csv .
   echo hi | warren cp - ID:/tmp/hi.txt
+  warren cp -r ./src ID:/work/src
+  warren cp -r ID:/work/results ./results
 
-An upload keeps the local file's mode. A local path with a colon in its first
-element needs a ./ in front. Directories (-r) come with archives, which are not
-yet available.`,
+As with cp -r, a directory copied to a destination that is an existing
+directory goes inside it, under its own name; otherwise the destination
+becomes the copy. Files keep their modes, times and symbolic links; files of
+the same names at the destination are replaced. A local path with a colon in
+its first element needs a ./ in front.`,
 		Args:        cobra.ExactArgs(2),
 		Annotations: map[string]string{annNotFound: hintSandboxes},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -36,6 +43,7 @@ yet available.`,
 			if err != nil {
 				return err
 			}
+			spec.recursive = recursive
 			cl, err := c.client()
 			if err != nil {
 				return err
@@ -46,6 +54,10 @@ yet available.`,
 			return c.download(cmd.Context(), cl, spec)
 		},
 	}
+	cmd.Flags().BoolVarP(&recursive, "recursive", "r", false, "copy directories, and everything in them")
+	cmd.Flags().BoolVarP(&recursive, "R", "R", false, "the same as -r")
+	cmd.Flags().MarkHidden("R")
+	return cmd
 }
 
 // copySpec is a parsed `warren cp`.
@@ -54,6 +66,8 @@ type copySpec struct {
 	id     string // the sandbox
 	remote string // absolute path in the sandbox
 	local  string // local path, or "-" for stdin or stdout
+	// recursive copies directories (as tar streams when local is "-").
+	recursive bool
 }
 
 // parseCopy makes sense of cp's SRC and DST: exactly one is ID:/abs/path.
@@ -96,12 +110,21 @@ func parseRemote(s string) (id, p string, remote bool, err error) {
 	return before, after, true, nil
 }
 
-// errDirectory is the answer to copying a directory.
+// errDirectory is the answer to copying a directory without -r.
 func errDirectory(p string) error {
-	return usagef("cp: %s is a directory; copying directories (-r) comes with archives, which are not yet available", p)
+	return usagef("cp: %s is a directory; copy it with -r", p)
 }
 
 func (c *cli) download(ctx context.Context, cl *client.Client, s copySpec) error {
+	if s.recursive {
+		fe, err := cl.StatFile(ctx, s.id, s.remote)
+		if err != nil {
+			return err
+		}
+		if fe.Type == "dir" {
+			return c.downloadDir(ctx, cl, s)
+		}
+	}
 	rc, err := cl.ReadFile(ctx, s.id, s.remote)
 	if err != nil {
 		if errors.Is(err, client.ErrInvalid) {
@@ -161,9 +184,14 @@ func (c *cli) upload(ctx context.Context, cl *client.Client, s copySpec) error {
 			return err
 		}
 		if fi.IsDir() {
-			return errDirectory(s.local)
+			if !s.recursive {
+				return errDirectory(s.local)
+			}
+			return c.uploadDir(ctx, cl, s)
 		}
 		r, mode = f, fi.Mode().Perm()
+	} else if s.recursive {
+		return c.uploadDir(ctx, cl, s)
 	}
 	// Into a directory, the file keeps its name; stdin has none.
 	dst := s.remote
@@ -187,6 +215,68 @@ func (c *cli) upload(ctx context.Context, cl *client.Client, s copySpec) error {
 	}
 	if c.json {
 		return c.printJSON(fe)
+	}
+	return nil
+}
+
+// uploadDir copies a local directory (or a tar read from stdin) into a
+// sandbox.
+func (c *cli) uploadDir(ctx context.Context, cl *client.Client, s copySpec) error {
+	dst := s.remote
+	if s.local != "-" {
+		fe, err := cl.StatFile(ctx, s.id, dst)
+		switch {
+		case err == nil && fe.Type == "dir":
+			dst = path.Join(dst, filepath.Base(filepath.Clean(s.local)))
+		case err == nil:
+			return usagef("cp -r %s %s:%s: the destination is a file, not a directory", s.local, s.id, s.remote)
+		case !errors.Is(err, client.ErrNotFound):
+			return err
+		}
+	}
+	var (
+		res api.ArchiveResult
+		err error
+	)
+	if s.local == "-" {
+		res, err = cl.WriteArchive(ctx, s.id, dst, c.in)
+	} else {
+		res, err = cl.UploadDir(ctx, s.id, s.local, dst)
+	}
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(res)
+	}
+	return nil
+}
+
+// downloadDir copies a sandbox's directory to a local one (or as a tar to
+// stdout).
+func (c *cli) downloadDir(ctx context.Context, cl *client.Client, s copySpec) error {
+	if s.local == "-" {
+		rc, err := cl.ReadArchive(ctx, s.id, s.remote)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		_, err = io.Copy(c.out, rc)
+		return err
+	}
+	dst := s.local
+	if fi, err := os.Stat(dst); err == nil {
+		if !fi.IsDir() {
+			return usagef("cp -r %s:%s %s: the destination is a file, not a directory", s.id, s.remote, s.local)
+		}
+		dst = filepath.Join(dst, path.Base(s.remote))
+	}
+	res, err := cl.DownloadDir(ctx, s.id, s.remote, dst)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(res)
 	}
 	return nil
 }

@@ -139,7 +139,7 @@ func TestCpUpload(t *testing.T) {
 		{"into a new directory", []string{"cp", local, "sb-1:/new/"}, "", "/new/run.sh", "0751", "#!/bin/sh\necho hi\n", 0, ""},
 		{"stdin", []string{"cp", "-", "sb-1:/tmp/in.txt"}, "from stdin", "/tmp/in.txt", "0644", "from stdin", 0, ""},
 		{"stdin into a directory", []string{"cp", "-", "sb-1:/work"}, "x", "", "", "", exitUsage, "name the file"},
-		{"a local directory", []string{"cp", filepath.Dir(local), "sb-1:/work"}, "", "", "", "", exitUsage, "is a directory; copying directories (-r) comes with archives"},
+		{"a local directory", []string{"cp", filepath.Dir(local), "sb-1:/work"}, "", "", "", "", exitUsage, "is a directory; copy it with -r"},
 		{"no such sandbox", []string{"cp", local, "sb-2:/x"}, "", "", "", "", exitError, "run `warren ls`"},
 	}
 	for _, tt := range tests {
@@ -187,7 +187,7 @@ func TestCpDownload(t *testing.T) {
 	}
 
 	res = runCLI(t, url, "", "cp", "sb-1:/work", dir)
-	if res.code != exitUsage || !strings.Contains(res.stderr, "sb-1:/work is a directory; copying directories (-r) comes with archives") {
+	if res.code != exitUsage || !strings.Contains(res.stderr, "sb-1:/work is a directory; copy it with -r") {
 		t.Errorf("a directory: got exit %d, stderr %q", res.code, res.stderr)
 	}
 

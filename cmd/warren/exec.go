@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -27,12 +28,28 @@ program named "ls -la". For pipes, redirections or variables, use a shell:
 
   warren exec ID -- sh -c 'ls -la | head'
 
-Flags go before ID; everything after ID belongs to the command.`,
+Flags go before ID; everything after ID belongs to the command.
+
+With --shell NAME the command runs in that named shell (see 'warren shells'):
+its words are joined with spaces into one line of bash, so cd, export,
+functions and background jobs (&) carry over to the next command run there:
+
+  warren exec --shell main ID -- 'cd /work && export MODE=test'
+  warren exec --shell main ID -- make check
+
+With --background the command starts as a job and its id is printed at once;
+it keeps running after this program exits (see 'warren jobs', 'warren logs').`,
 		Args:        execArgs,
 		Annotations: map[string]string{annNotFound: hintSandboxes},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, argv := splitExecArgs(args)
 			req.Cmd = argv
+			if req.Shell != "" {
+				if req.Background {
+					return usagef("--shell and --background don't go together: end the command with & to leave it running in the shell")
+				}
+				req.Cmd, req.Command = nil, strings.Join(argv, " ")
+			}
 			var err error
 			if req.Env, err = parseKV("--env", envs); err != nil {
 				return err
@@ -50,6 +67,17 @@ Flags go before ID; everything after ID belongs to the command.`,
 			}
 			cl, err := c.client()
 			if err != nil {
+				return err
+			}
+			if req.Background {
+				j, err := cl.StartJob(cmd.Context(), id, req)
+				if err != nil {
+					return err
+				}
+				if c.json {
+					return c.printJSON(j)
+				}
+				_, err = fmt.Fprintln(c.out, j.ID)
 				return err
 			}
 			if c.json {
@@ -78,7 +106,9 @@ Flags go before ID; everything after ID belongs to the command.`,
 			if err != nil {
 				return err
 			}
-			if timedOut {
+			if timedOut && req.Shell != "" {
+				fmt.Fprintf(c.errOut, "warren: the command timed out after %vs and was interrupted (SIGINT); the shell lives on\n", timeout)
+			} else if timedOut {
 				fmt.Fprintf(c.errOut, "warren: the command timed out after %vs and was killed\n", timeout)
 			}
 			return exitWith(code)
@@ -90,6 +120,8 @@ Flags go before ID; everything after ID belongs to the command.`,
 	fl.StringArrayVar(&envs, "env", nil, "environment variable K=V (repeatable)")
 	fl.Float64Var(&timeout, "timeout", 0, "kill the command after this many seconds (exit code 124)")
 	fl.BoolVar(&stdin, "stdin", false, "read all of this program's stdin and send it as the command's")
+	fl.StringVar(&req.Shell, "shell", "", "run the command as a line of this named shell (see 'warren shells')")
+	fl.BoolVar(&req.Background, "background", false, "start the command as a background job and print its id")
 	return cmd
 }
 

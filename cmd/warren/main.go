@@ -111,6 +111,7 @@ daemon's admin key file.`,
 	)
 	root.AddCommand(c.lifecycleCommands()...)
 	root.AddCommand(c.templateCommand())
+	root.AddCommand(c.insideCommands()...)
 	root.AddCommand(
 		c.versionCommand(),
 	)

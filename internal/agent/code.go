@@ -253,7 +253,7 @@ func (a *Agent) newContext(req api.CreateContextRequest) (*codeContext, error) {
 }
 
 func errNoContext(name string) error {
-	return errorf(api.CodeNotFound, "no code context %q; create it with POST /code/contexts {\"name\": %q}", name, name)
+	return errorf(api.CodeNotFound, "no code context %q; create it first: POST .../code/contexts {\"name\": %q}, or warren contexts create ID %s", name, name, name)
 }
 
 func (a *Agent) handleCode(w http.ResponseWriter, r *http.Request) {

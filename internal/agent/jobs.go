@@ -127,7 +127,7 @@ func (js *jobs) get(id string) (*job, error) {
 	defer js.mu.Unlock()
 	j := js.byID[id]
 	if j == nil {
-		return nil, errorf(api.CodeNotFound, "no job %q; list the jobs with GET /jobs", id)
+		return nil, errorf(api.CodeNotFound, "no job %q; list the jobs with GET .../jobs, or warren jobs ID", id)
 	}
 	return j, nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -94,6 +95,10 @@ func setWinsize(master *os.File, cols, rows int) error {
 }
 
 func (a *Agent) handlePty(w http.ResponseWriter, r *http.Request) {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		writeErr(w, errorf(api.CodeInvalid, "the terminal is a WebSocket: send an Upgrade: websocket request"))
+		return
+	}
 	cols, err := termSizeParam(r, "cols", defaultCols)
 	if err != nil {
 		writeErr(w, err)

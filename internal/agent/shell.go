@@ -326,7 +326,7 @@ func (a *Agent) removeShell(name string) {
 }
 
 func errNoShell(name string) error {
-	return errorf(api.CodeNotFound, "no shell named %q; create it with POST /shells {\"name\": %q}", name, name)
+	return errorf(api.CodeNotFound, "no shell named %q; create it first: POST .../shells {\"name\": %q}, or warren shells create ID %s", name, name, name)
 }
 
 // shellCall is a validated exec in a named shell.

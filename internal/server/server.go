@@ -57,6 +57,7 @@ func (s *Server) routes() {
 
 	s.lifecycleRoutes()
 	s.templateRoutes()
+	s.insideRoutes()
 
 	s.handle("GET /v1/images", s.listImages)
 	s.handle("POST /v1/images/pull", s.pullImage)
