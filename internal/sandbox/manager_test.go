@@ -125,8 +125,6 @@ func TestValidateRejects(t *testing.T) {
 		{"idle action", api.CreateSandboxRequest{Idle: &api.IdlePolicy{TimeoutS: 60, Action: "stop"}}, "idle.action"},
 		{"idle action empty", api.CreateSandboxRequest{Idle: &api.IdlePolicy{TimeoutS: 60}}, "idle.action"},
 		{"idle timeout negative", api.CreateSandboxRequest{Idle: &api.IdlePolicy{TimeoutS: -1, Action: "pause"}}, "idle.timeout_s"},
-		{"template", api.CreateSandboxRequest{Template: "python"}, "template"},
-		{"snapshot", api.CreateSandboxRequest{Snapshot: "snap-1"}, "snapshot"},
 		{"volumes", api.CreateSandboxRequest{Volumes: []api.VolumeMount{{Volume: "data", Path: "/data"}}}, "volumes"},
 		{"egress open", api.CreateSandboxRequest{Network: &api.Network{Egress: "open"}}, "egress"},
 		{"egress list", api.CreateSandboxRequest{Network: &api.Network{Egress: []any{"10.0.0.0/8"}}}, "egress"},
