@@ -18,6 +18,10 @@ type CreateTemplateRequest struct {
 	DiskMB   *int64            `json:"disk_mb,omitempty"`
 	// SetupTimeoutS bounds each setup command (default 1800).
 	SetupTimeoutS int `json:"setup_timeout_s,omitempty"`
+	// Pool is how many sandboxes of the template to keep restored and
+	// paused, ready for a create to claim (0 to 64; the server's
+	// template_pool_size when absent).
+	Pool *int `json:"pool,omitempty"`
 }
 
 // Template is a built template.
@@ -31,8 +35,11 @@ type Template struct {
 	DiskMB     int64             `json:"disk_mb"`
 	SnapshotID string            `json:"snapshot_id"`
 	SizeBytes  int64             `json:"size_bytes"`
-	CreatedAt  time.Time         `json:"created_at"`
-	UpdatedAt  time.Time         `json:"updated_at"`
+	PoolSize   int               `json:"pool_size"`
+	// PoolReady counts the sandboxes waiting in the pool now.
+	PoolReady int       `json:"pool_ready"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 	// BuildLog is the setup commands' output, kept from the last build.
 	BuildLog string `json:"build_log,omitempty"`
 }

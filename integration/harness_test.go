@@ -242,6 +242,14 @@ func (s *Server) deleteAll() {
 		s.Start()
 	}
 	ctx := context.Background()
+	// Deleting a template removes its warm pool.
+	if ts, err := s.Client.ListTemplates(ctx); err == nil {
+		for _, tpl := range ts {
+			if err := s.Client.DeleteTemplate(ctx, tpl.Name); err != nil {
+				s.t.Errorf("deleting template %s: %v", tpl.Name, err)
+			}
+		}
+	}
 	sbs, err := s.Client.ListSandboxes(ctx, client.ListOptions{})
 	if err != nil {
 		s.t.Errorf("listing sandboxes to clean up: %v", err)

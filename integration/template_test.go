@@ -2,8 +2,10 @@ package integration
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/warrenhq/warren/api"
 	"github.com/warrenhq/warren/client"
@@ -105,5 +107,86 @@ func TestTemplates(t *testing.T) {
 	}
 	if res, err := c.Exec(ctx, sb2.ID, api.ExecRequest{Cmd: []string{"true"}}); err != nil || res.ExitCode != 0 {
 		t.Errorf("a sandbox after its template was deleted: %+v, %v", res, err)
+	}
+}
+
+// TestWarmPool keeps a template's pool full, claims from it (never the same
+// sandbox twice), personalises what is claimed, and replaces the pool when
+// the template is rebuilt.
+func TestWarmPool(t *testing.T) {
+	s := StartServerWith(t, map[string]any{"policy_interval_ms": 100})
+	ctx := ctxT(t)
+	c := s.Client
+	waitPool := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			tpl, err := c.GetTemplate(ctx, "warm")
+			if err == nil && tpl.PoolReady == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pool: got %d ready (%v), want %d after 60s\n%s", tpl.PoolReady, err, want, s.Log())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if _, err := c.BuildTemplate(ctx, api.CreateTemplateRequest{Name: "warm", Pool: ptr(2),
+		Setup: []string{"echo one > /opt/build"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitPool(2)
+	if sbs, _ := c.ListSandboxes(ctx, client.ListOptions{}); len(sbs) != 0 {
+		t.Errorf("pooled sandboxes are listed: %d, want none until claimed", len(sbs))
+	}
+
+	// Two creates at once get two different sandboxes, both from the pool.
+	type result struct {
+		sb  api.Sandbox
+		err error
+	}
+	results := make(chan result, 2)
+	for i := range 2 {
+		go func() {
+			sb, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{Template: "warm", Name: fmt.Sprintf("claimed-%d", i),
+				Env: map[string]string{"WHO": fmt.Sprint(i)}, Metadata: map[string]string{"n": fmt.Sprint(i)}})
+			results <- result{sb, err}
+		}()
+	}
+	seen := map[string]bool{}
+	for range 2 {
+		r := <-results
+		if r.err != nil {
+			t.Fatalf("claim: %v\n%s", r.err, s.Log())
+		}
+		if seen[r.sb.ID] {
+			t.Fatalf("the pool handed out %s twice", r.sb.ID)
+		}
+		seen[r.sb.ID] = true
+		if r.sb.State != api.StateRunning || !strings.HasPrefix(r.sb.Name, "claimed-") || r.sb.Metadata["n"] == "" {
+			t.Errorf("claimed sandbox: got %+v", r.sb)
+		}
+		res, err := c.Exec(ctx, r.sb.ID, api.ExecRequest{Command: "cat /opt/build; echo $WHO"})
+		if err != nil || res.Stdout != "one\n"+r.sb.Metadata["n"]+"\n" {
+			t.Errorf("in claimed sandbox %s: got %q, %v", r.sb.ID, res.Stdout, err)
+		}
+	}
+	if got := strings.Count(s.Log(), "claimed from the warm pool"); got != 2 {
+		t.Errorf("creates served by the pool: got %d, want 2", got)
+	}
+	waitPool(2) // refilled in the background
+
+	// A rebuild replaces the pool with sandboxes of the new build.
+	if _, err := c.BuildTemplate(ctx, api.CreateTemplateRequest{Name: "warm", Pool: ptr(1),
+		Setup: []string{"echo two > /opt/build"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitPool(1)
+	sb, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{Template: "warm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := c.Exec(ctx, sb.ID, api.ExecRequest{Cmd: []string{"cat", "/opt/build"}}); res.Stdout != "two\n" {
+		t.Errorf("after a rebuild, a claimed sandbox has %q, want two", res.Stdout)
 	}
 }

@@ -69,6 +69,9 @@ type Config struct {
 	PolicyIntervalMS int `json:"policy_interval_ms"`
 	// MaxParallelRestores bounds concurrent restores (forks).
 	MaxParallelRestores int `json:"max_parallel_restores"`
+	// TemplatePoolSize is how many sandboxes of each template are kept
+	// warm (restored and paused) when the template sets no pool.
+	TemplatePoolSize int `json:"template_pool_size"`
 }
 
 // DefaultConfig returns the defaults.
@@ -98,6 +101,7 @@ func DefaultConfig() Config {
 		// Restores are mostly CPU (page loading); more than the cores
 		// only queues them inside runsc.
 		MaxParallelRestores: max(2, runtime.NumCPU()),
+		TemplatePoolSize:    1,
 	}
 }
 
@@ -175,6 +179,9 @@ func (c Config) Validate() error {
 	}
 	if c.DefaultDiskMB < 64 || c.DefaultDiskMB > c.MaxDiskMB {
 		return bad("default_disk_mb %d must be in [64, max_disk_mb=%d]", c.DefaultDiskMB, c.MaxDiskMB)
+	}
+	if c.TemplatePoolSize < 0 || c.TemplatePoolSize > 64 {
+		return bad("template_pool_size %d: keep between 0 and 64 sandboxes warm", c.TemplatePoolSize)
 	}
 	if c.StoreAfterS < 0 || c.MinAvailableMB < 0 || c.KeepCheckpoints < 1 || c.PolicyIntervalMS < 10 || c.MaxParallelRestores < 1 {
 		return bad("store_after_s and min_available_mb must not be negative; keep_checkpoints and max_parallel_restores at least 1; policy_interval_ms at least 10")

@@ -120,6 +120,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		KeepCheckpoints:     cfg.KeepCheckpoints,
 		PolicyInterval:      time.Duration(cfg.PolicyIntervalMS) * time.Millisecond,
 		MaxParallelRestores: cfg.MaxParallelRestores,
+		DefaultPoolSize:     cfg.TemplatePoolSize,
 	}, st, images, rt, snaps, pool, log)
 	if err := m.Recover(ctx); err != nil {
 		return fmt.Errorf("recovering sandboxes: %w", err)

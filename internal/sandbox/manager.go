@@ -76,6 +76,8 @@ type Config struct {
 	PolicyInterval time.Duration
 	// MaxParallelRestores bounds concurrent restores (forks).
 	MaxParallelRestores int
+	// DefaultPoolSize is the warm pool of a template that sets none.
+	DefaultPoolSize int
 }
 
 // Manager creates, tracks and deletes sandboxes.
@@ -89,6 +91,7 @@ type Manager struct {
 	log    *slog.Logger
 
 	policies policyState
+	warm     poolState
 
 	mu    sync.Mutex
 	live  map[string]*live
@@ -230,6 +233,7 @@ func (m *Manager) Create(ctx context.Context, team string, req api.CreateSandbox
 	if err != nil {
 		return sb, err
 	}
+	defer m.foreground()()
 	if req.Template != "" || req.Snapshot != "" {
 		return m.createFromSnapshot(ctx, team, req, sb)
 	}

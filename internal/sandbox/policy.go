@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenhq/warren/api"
@@ -29,6 +30,7 @@ import (
 //   - checkpoints: a running sandbox with checkpoint_interval_s takes a
 //     checkpoint on that interval, keeping the last KeepCheckpoints.
 type policyState struct {
+	stopped  atomic.Bool
 	stop     context.CancelFunc
 	done     chan struct{}
 	inflight sync.Map // sandbox id -> *int64 count of requests in flight
@@ -57,7 +59,10 @@ func (m *Manager) startPolicies() {
 	}()
 }
 
+func (m *Manager) stopping() bool { return m.policies.stopped.Load() }
+
 func (m *Manager) stopPolicies() {
+	m.policies.stopped.Store(true)
 	m.policies.once.Do(func() {
 		if m.policies.stop != nil {
 			m.policies.stop()
@@ -114,13 +119,16 @@ func (m *Manager) runPolicies(ctx context.Context) {
 			}
 		}
 	}
+	m.kickRefill()
 	sort.Slice(paused, func(i, j int) bool { return pausedAt(paused[i]).Before(pausedAt(paused[j])) })
 	short := m.cfg.MinAvailableMB > 0 && availableMB() < m.cfg.MinAvailableMB
 	for _, sb := range paused {
 		if ctx.Err() != nil {
 			return
 		}
-		if !short && now.Sub(pausedAt(sb)) < m.cfg.StoreAfter {
+		// Pooled sandboxes wait in memory, to be claimed fast, unless
+		// the host runs short.
+		if !short && (sb.Pool != "" || now.Sub(pausedAt(sb)) < m.cfg.StoreAfter) {
 			continue
 		}
 		if err := m.storePaused(ctx, sb.ID); err != nil {

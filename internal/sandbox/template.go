@@ -25,6 +25,9 @@ import (
 
 var templateNamePattern = namePattern
 
+// MaxPoolSize bounds a template's warm pool.
+const MaxPoolSize = 64
+
 // MaxSetupSteps bounds a template's setup commands.
 const MaxSetupSteps = 100
 
@@ -46,6 +49,9 @@ func (m *Manager) BuildTemplate(ctx context.Context, team string, req api.Create
 		if strings.TrimSpace(c) == "" {
 			return store.Template{}, invalid("setup[%d] is empty", i)
 		}
+	}
+	if req.Pool != nil && (*req.Pool < 0 || *req.Pool > MaxPoolSize) {
+		return store.Template{}, invalid("pool %d: keep between 0 and %d sandboxes warm", *req.Pool, MaxPoolSize)
 	}
 	if req.SetupTimeoutS < 0 {
 		return store.Template{}, invalid("setup_timeout_s %d: must not be negative", req.SetupTimeoutS)
@@ -112,8 +118,12 @@ func (m *Manager) BuildTemplate(ctx context.Context, team string, req api.Create
 	if err != nil {
 		return store.Template{}, fmt.Errorf("template %q: %w", req.Name, err)
 	}
+	poolSize := m.cfg.DefaultPoolSize
+	if req.Pool != nil {
+		poolSize = *req.Pool
+	}
 	t := store.Template{
-		TeamID: team, Name: req.Name, SnapshotID: sn.ID, Image: sb.Image, Setup: req.Setup, Env: req.Env,
+		TeamID: team, Name: req.Name, SnapshotID: sn.ID, Image: sb.Image, Setup: req.Setup, Env: req.Env, PoolSize: poolSize,
 		CPUs: sb.CPUs, MemoryMB: sb.MemoryMB, DiskMB: sb.DiskMB, BuildLog: tail(buildLog.String(), 1<<20),
 		UpdatedAt: time.Now().UTC(),
 	}
@@ -129,6 +139,7 @@ func (m *Manager) BuildTemplate(ctx context.Context, team string, req api.Create
 			m.log.Warn("removing a template's previous snapshot", "template", req.Name, "snapshot_id", old, "err", err)
 		}
 	}
+	m.kickRefill()
 	m.log.Info("template built", "template", req.Name, "snapshot_id", sn.ID, "steps", len(req.Setup),
 		"took", time.Since(start).Round(time.Millisecond))
 	return m.store.GetTemplate(ctx, team, req.Name)
@@ -170,6 +181,22 @@ func (m *Manager) GetTemplate(ctx context.Context, team, name string) (store.Tem
 	return m.store.GetTemplate(ctx, team, name)
 }
 
+// PoolReady counts the sandboxes of a template waiting, paused in memory,
+// to be claimed.
+func (m *Manager) PoolReady(ctx context.Context, t store.Template) int {
+	members, err := m.store.PoolMembers(ctx, t.TeamID, t.Name)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, sb := range members {
+		if sb.State == api.StatePaused && !sb.Stored && sb.FromSnapshot == t.SnapshotID {
+			n++
+		}
+	}
+	return n
+}
+
 // ListTemplates lists a team's templates.
 func (m *Manager) ListTemplates(ctx context.Context, team string) ([]store.Template, error) {
 	return m.store.ListTemplates(ctx, team)
@@ -181,6 +208,18 @@ func (m *Manager) DeleteTemplate(ctx context.Context, team, name string) error {
 	snap, err := m.store.DeleteTemplate(ctx, team, name)
 	if err != nil {
 		return err
+	}
+	members, err := m.store.PoolMembers(ctx, team, name)
+	if err != nil {
+		return err
+	}
+	for _, sb := range members {
+		unlock := m.lock(sb.ID)
+		err := m.destroy(context.WithoutCancel(ctx), sb)
+		unlock()
+		if err != nil {
+			return fmt.Errorf("template %q: removing its warm pool: %w", name, err)
+		}
 	}
 	if err := m.DeleteSnapshot(ctx, team, snap); err != nil && !errors.Is(err, api.ErrNotFound) {
 		return err
@@ -233,6 +272,17 @@ func (m *Manager) createFromSnapshot(ctx context.Context, team string, req api.C
 	idle := sn.Config.Idle
 	if req.Idle != nil {
 		idle = sb.Idle
+	}
+	if req.Template != "" {
+		t, err := m.store.GetTemplate(ctx, team, req.Template)
+		if err != nil {
+			return sb, err
+		}
+		claimed, ok, err := m.claim(ctx, team, t, store.Claim{Name: sb.Name, Metadata: sb.Metadata, Env: env,
+			ExtraEnv: req.Env, Idle: idle, CheckpointIntervalS: sb.CheckpointIntervalS})
+		if err != nil || ok {
+			return claimed, err
+		}
 	}
 	row := store.Sandbox{
 		ID: NewID(), TeamID: team, Name: sb.Name, State: api.StateCreating, Image: sn.Image, ImageID: sn.ImageID,

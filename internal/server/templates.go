@@ -27,7 +27,7 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusCreated, templateToAPI(t, false))
+		writeJSON(w, http.StatusCreated, s.templateToAPI(r, t, false))
 		return nil
 	}
 	// Stream the setup's output as it comes; the last line is the
@@ -54,7 +54,7 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) error {
 		send(api.TemplateEvent{Error: err.Error()})
 		return nil
 	}
-	at := templateToAPI(t, false)
+	at := s.templateToAPI(r, t, false)
 	send(api.TemplateEvent{Done: &at})
 	return nil
 }
@@ -66,7 +66,7 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := api.TemplateList{Templates: make([]api.Template, 0, len(ts))}
 	for _, t := range ts {
-		out.Templates = append(out.Templates, templateToAPI(t, false))
+		out.Templates = append(out.Templates, s.templateToAPI(r, t, false))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -77,7 +77,7 @@ func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, templateToAPI(t, true))
+	writeJSON(w, http.StatusOK, s.templateToAPI(r, t, true))
 	return nil
 }
 
@@ -89,14 +89,16 @@ func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func templateToAPI(t store.Template, withLog bool) api.Template {
+func (s *Server) templateToAPI(r *http.Request, t store.Template, withLog bool) api.Template {
 	out := api.Template{Name: t.Name, Image: t.Image, Setup: t.Setup, Env: t.Env, CPUs: t.CPUs,
-		MemoryMB: t.MemoryMB, DiskMB: t.DiskMB, SnapshotID: t.SnapshotID, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
+		MemoryMB: t.MemoryMB, DiskMB: t.DiskMB, SnapshotID: t.SnapshotID, PoolSize: t.PoolSize,
+		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
 	if out.Setup == nil {
 		out.Setup = []string{}
 	}
 	if withLog {
 		out.BuildLog = t.BuildLog
 	}
+	out.PoolReady = s.sandboxes.PoolReady(r.Context(), t)
 	return out
 }

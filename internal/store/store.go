@@ -304,12 +304,15 @@ type Sandbox struct {
 	Stored       bool
 	PausedAt     *time.Time
 	LastActiveAt *time.Time
+	// Pool names the template whose warm pool the sandbox waits in, until
+	// a create claims it; "" for every sandbox a user has.
+	Pool string
 }
 
 const sandboxColumns = `id, team_id, name, state, error, image, image_id, template, from_snapshot,
 	created_at, updated_at, cpus, memory_mb, disk_mb, env, metadata, network, volumes, idle,
 	checkpoint_interval_s, last_checkpoint_at, net_index, owner_node, owner_epoch,
-	runtime_id, stored, paused_at, last_active_at`
+	runtime_id, stored, paused_at, last_active_at, pool`
 
 // CreateSandbox inserts sb. With a RuntimeID, it also leases that runtime
 // instance the smallest free network index (sb.NetIndex). A name already
@@ -337,7 +340,7 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *Sandbox) error {
 		return err
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, args...)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed: sandboxes.team_id, sandboxes.name") {
 			return fmt.Errorf("a sandbox named %q already exists; pick another name or delete it: %w", sb.Name, api.ErrConflict)
@@ -379,7 +382,7 @@ func sandboxArgs(sb *Sandbox) ([]any, error) {
 	return []any{sb.ID, sb.TeamID, sb.Name, sb.State, sb.Error, sb.Image, sb.ImageID, sb.Template,
 		sb.FromSnapshot, fmtTime(sb.CreatedAt), fmtTime(sb.UpdatedAt), sb.CPUs, sb.MemoryMB, sb.DiskMB,
 		env, meta, network, volumes, idle, sb.CheckpointIntervalS, optTime(sb.LastCheckpointAt), sb.NetIndex,
-		sb.OwnerNode, sb.OwnerEpoch, sb.RuntimeID, sb.Stored, optTime(sb.PausedAt), optTime(sb.LastActiveAt)}, nil
+		sb.OwnerNode, sb.OwnerEpoch, sb.RuntimeID, sb.Stored, optTime(sb.PausedAt), optTime(sb.LastActiveAt), sb.Pool}, nil
 }
 
 type scanner interface{ Scan(...any) error }
@@ -391,7 +394,7 @@ func scanSandbox(row scanner) (Sandbox, error) {
 	err := row.Scan(&sb.ID, &sb.TeamID, &sb.Name, &sb.State, &sb.Error, &sb.Image, &sb.ImageID,
 		&sb.Template, &sb.FromSnapshot, &created, &updated, &sb.CPUs, &sb.MemoryMB, &sb.DiskMB,
 		&env, &meta, &network, &volumes, &idle, &sb.CheckpointIntervalS, &lastCkpt, &sb.NetIndex,
-		&sb.OwnerNode, &sb.OwnerEpoch, &sb.RuntimeID, &sb.Stored, &pausedAt, &lastActive)
+		&sb.OwnerNode, &sb.OwnerEpoch, &sb.RuntimeID, &sb.Stored, &pausedAt, &lastActive, &sb.Pool)
 	if err != nil {
 		return Sandbox{}, err
 	}
@@ -414,7 +417,8 @@ func (s *Store) GetSandbox(ctx context.Context, team, id string) (Sandbox, error
 	q := `SELECT ` + sandboxColumns + ` FROM sandboxes WHERE id = ?`
 	args := []any{id}
 	if team != "" {
-		q += ` AND team_id = ?`
+		// A sandbox waiting in a warm pool is nobody's yet.
+		q += ` AND team_id = ? AND pool = ''`
 		args = append(args, team)
 	}
 	sb, err := scanSandbox(s.db.QueryRowContext(ctx, q, args...))
@@ -427,7 +431,8 @@ func (s *Store) GetSandbox(ctx context.Context, team, id string) (Sandbox, error
 	return sb, nil
 }
 
-// Filter selects sandboxes in ListSandboxes. Zero fields match everything.
+// Filter selects sandboxes in ListSandboxes. Zero fields match everything;
+// with a Team, sandboxes waiting in a warm pool are left out.
 type Filter struct {
 	Team     string
 	State    string
@@ -439,7 +444,7 @@ func (s *Store) ListSandboxes(ctx context.Context, f Filter) ([]Sandbox, error) 
 	q := `SELECT ` + sandboxColumns + ` FROM sandboxes WHERE 1=1`
 	var args []any
 	if f.Team != "" {
-		q += ` AND team_id = ?`
+		q += ` AND team_id = ? AND pool = ''`
 		args = append(args, f.Team)
 	}
 	if f.State != "" {

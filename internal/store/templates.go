@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/warrenhq/warren/api"
@@ -23,11 +24,14 @@ type Template struct {
 	MemoryMB   int64
 	DiskMB     int64
 	BuildLog   string
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// PoolSize is how many sandboxes of this template are kept restored
+	// and paused, ready to be claimed by a create.
+	PoolSize  int
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
-const templateColumns = `team_id, name, snapshot_id, image, setup, env, cpus, memory_mb, disk_mb, build_log, created_at, updated_at`
+const templateColumns = `team_id, name, snapshot_id, image, setup, env, cpus, memory_mb, disk_mb, build_log, pool_size, created_at, updated_at`
 
 // PutTemplate creates or replaces a template and returns the snapshot the
 // previous version pointed at ("" for a new template), for the caller to
@@ -48,12 +52,13 @@ func (s *Store) PutTemplate(ctx context.Context, t Template) (old string, err er
 	case err != nil:
 		return "", err
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO templates (`+templateColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)
+	_, err = tx.ExecContext(ctx, `INSERT INTO templates (`+templateColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
 		ON CONFLICT (team_id, name) DO UPDATE SET snapshot_id = excluded.snapshot_id, image = excluded.image,
 		setup = excluded.setup, env = excluded.env, cpus = excluded.cpus, memory_mb = excluded.memory_mb,
-		disk_mb = excluded.disk_mb, build_log = excluded.build_log, updated_at = excluded.updated_at`,
+		disk_mb = excluded.disk_mb, build_log = excluded.build_log, pool_size = excluded.pool_size,
+		updated_at = excluded.updated_at`,
 		t.TeamID, t.Name, t.SnapshotID, t.Image, string(setup), string(env), t.CPUs, t.MemoryMB, t.DiskMB,
-		t.BuildLog, created, fmtTime(t.UpdatedAt))
+		t.BuildLog, t.PoolSize, created, fmtTime(t.UpdatedAt))
 	if err != nil {
 		return "", fmt.Errorf("storing template %q: %w", t.Name, err)
 	}
@@ -64,7 +69,7 @@ func scanTemplate(row scanner) (Template, error) {
 	var t Template
 	var setup, env, created, updated string
 	if err := row.Scan(&t.TeamID, &t.Name, &t.SnapshotID, &t.Image, &setup, &env, &t.CPUs, &t.MemoryMB,
-		&t.DiskMB, &t.BuildLog, &created, &updated); err != nil {
+		&t.DiskMB, &t.BuildLog, &t.PoolSize, &created, &updated); err != nil {
 		return Template{}, err
 	}
 	t.CreatedAt, t.UpdatedAt = parseTime(created), parseTime(updated)
@@ -144,4 +149,68 @@ func nonNilSlice(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// SetPool puts sandbox id in the warm pool of template (or takes it out,
+// with "").
+func (s *Store) SetPool(ctx context.Context, id, template string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET pool = ? WHERE id = ?`, template, id)
+	return err
+}
+
+// PoolMembers lists the sandboxes waiting in a template's pool.
+func (s *Store) PoolMembers(ctx context.Context, team, template string) ([]Sandbox, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE team_id = ? AND pool = ? ORDER BY created_at`, team, template)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Sandbox
+	for rows.Next() {
+		sb, err := scanSandbox(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sb)
+	}
+	return out, rows.Err()
+}
+
+// Claim is what a create sets on the pooled sandbox it takes.
+type Claim struct {
+	Name                string
+	Metadata            map[string]string
+	Env                 map[string]string
+	ExtraEnv            map[string]string
+	Idle                api.IdlePolicy
+	CheckpointIntervalS int
+}
+
+// ClaimPooled takes one paused sandbox out of a template's pool for a
+// create, in one statement: two creates never get the same sandbox. It
+// returns ErrNotFound when the pool is empty.
+func (s *Store) ClaimPooled(ctx context.Context, team, template, snapshotID string, c Claim) (Sandbox, error) {
+	meta, _ := json.Marshal(nonNilMap(c.Metadata))
+	env, _ := json.Marshal(nonNilMap(c.Env))
+	extra, _ := json.Marshal(nonNilMap(c.ExtraEnv))
+	idle, _ := json.Marshal(c.Idle)
+	now := fmtTime(time.Now().UTC())
+	var id string
+	err := s.db.QueryRowContext(ctx, `UPDATE sandboxes SET pool = '', name = ?, metadata = ?, env = ?, extra_env = ?,
+		idle = ?, checkpoint_interval_s = ?, created_at = ?, updated_at = ?
+		WHERE id = (SELECT id FROM sandboxes WHERE team_id = ? AND pool = ? AND from_snapshot = ? AND state = 'paused' AND stored = 0
+			ORDER BY created_at LIMIT 1)
+		RETURNING id`,
+		c.Name, string(meta), string(env), string(extra), string(idle), c.CheckpointIntervalS, now, now,
+		team, template, snapshotID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Sandbox{}, fmt.Errorf("pool of template %q is empty: %w", template, api.ErrNotFound)
+	}
+	if err != nil {
+		if strings.Contains(err.Error(), "UNIQUE constraint failed: sandboxes.team_id, sandboxes.name") {
+			return Sandbox{}, fmt.Errorf("a sandbox named %q already exists; pick another name or delete it: %w", c.Name, api.ErrConflict)
+		}
+		return Sandbox{}, err
+	}
+	return s.GetSandbox(ctx, team, id)
 }
