@@ -26,13 +26,16 @@ import (
 // SIGINT: it drops the command line it was running and reads the next, as at
 // a terminal's ^C, while a non-interactive bash would exit.
 //
-// A call writes the command to a file and sends bash one line:
+// A call sends bash one line, the command quoted in it:
 //
-//	__warren_mark=MARK; [cd DIR &&] [VAR=value ...] . CMDFILE </dev/null; __warren_done
+//	__warren_mark=MARK; __warren_cmd=$'COMMAND'; [cd DIR &&] [VAR=value ...] . RUN </dev/null; __warren_done
 //
-// Sourcing runs the command in the shell itself (so cd, export, functions
-// and aliases persist) but not as interactive input (so bash prints no job
-// numbers for `&`), and any syntax error stays inside the file.
+// RUN is a file written once per shell that holds `eval "$__warren_cmd"`.
+// Sourcing it runs the command in the shell itself (so cd, export,
+// functions and aliases persist) but not as interactive input (so bash
+// prints no job numbers for `&`), and eval keeps any syntax error of the
+// command to the command. No file is written per call: under gVisor,
+// creating one costs more than the rest of the call.
 // __warren_done prints a marker with the exit status to saved copies of the
 // shell's stdout and stderr pipes; it also runs as PROMPT_COMMAND, so that a
 // line cut short by SIGINT still ends with a marker (status 130). The agent
@@ -50,7 +53,10 @@ const shellInit = `PS1=''; PS2=''; PS0=''; PS4='+ '; unset HISTFILE MAILCHECK MA
 	`set +o history +H; shopt -s expand_aliases; exec 61>&1 62>&2; ` +
 	`__warren_done() { local s=$?; [ -n "$__warren_mark" ] || return $s; ` +
 	`printf '\036W:%s:%d\036' "$__warren_mark" "$s" >&61; printf '\036W:%s\036' "$__warren_mark" >&62; ` +
-	`__warren_mark=; return $s; }; PROMPT_COMMAND=__warren_done; __warren_mark=`
+	`__warren_mark=; unset __warren_cmd; return $s; }; PROMPT_COMMAND=__warren_done; __warren_mark=`
+
+// shellRun is the file a call sources; see above.
+const shellRun = "eval \"$__warren_cmd\"\n"
 
 // shellReadyTimeout bounds the start of a shell.
 const shellReadyTimeout = 20 * time.Second
@@ -76,7 +82,7 @@ type shells struct {
 // shell is one named shell.
 type shell struct {
 	name    string
-	dir     string // its files: cmd, stdin
+	dir     string // its files: run, stdin
 	created time.Time
 	proc    *child
 	cmds    *os.File // bash's stdin
@@ -167,6 +173,9 @@ func (a *Agent) startShell(ctx context.Context, name, bash, cwd string, env []st
 	dir := filepath.Join(a.cfg.StateDir, "shells", name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", dir, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "run"), []byte(shellRun), 0o600); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", filepath.Join(dir, "run"), err)
 	}
 	var files []*os.File
 	closeAll := func() {
@@ -349,6 +358,9 @@ func (a *Agent) prepareShellCall(req api.ExecRequest) (*shellCall, error) {
 	if len(req.Cmd) > 0 {
 		c.command = quoteArgv(req.Cmd)
 	}
+	if strings.IndexByte(c.command, 0) >= 0 {
+		return nil, errorf(api.CodeInvalid, "the command contains a NUL byte")
+	}
 	var line strings.Builder
 	if req.Cwd != "" {
 		if err := checkDir(req.Cwd); err != nil {
@@ -413,10 +425,6 @@ func (a *Agent) execInShell(ctx context.Context, name string, c *shellCall, stdo
 
 func (a *Agent) runInShell(ctx context.Context, sh *shell, c *shellCall, stdout, stderr sink) (outcome, bool, error) {
 	start := time.Now()
-	cmdFile := filepath.Join(sh.dir, "cmd")
-	if err := os.WriteFile(cmdFile, []byte(c.command), 0o600); err != nil {
-		return outcome{}, false, fmt.Errorf("writing the command for shell %s: %w", sh.name, err)
-	}
 	redirect := "</dev/null"
 	if c.stdin != "" {
 		stdinFile := filepath.Join(sh.dir, "stdin")
@@ -429,7 +437,8 @@ func (a *Agent) runInShell(ctx context.Context, sh *shell, c *shellCall, stdout,
 	mark := newMark()
 	outFound, drop1 := sh.out.begin(mark, stdout)
 	errFound, drop2 := sh.errs.begin(mark, stderr)
-	line := "__warren_mark=" + mark + "; " + c.line + ". " + bashQuote(cmdFile) + " " + redirect + "; __warren_done\n"
+	line := "__warren_mark=" + mark + "; __warren_cmd=" + bashQuote(c.command) + "; " + c.line +
+		". " + bashQuote(filepath.Join(sh.dir, "run")) + " " + redirect + "; __warren_done\n"
 	var o outcome
 	if _, err := sh.cmds.WriteString(line); err != nil {
 		// bash is gone; what it said goes to the call.
@@ -524,10 +533,11 @@ func (a *Agent) shellEnded(sh *shell, start time.Time, stdout, stderr sink) outc
 	return o
 }
 
-// bashQuote quotes s as one bash word: $'...' with every byte that is not
-// plainly printable escaped, so the result is a single line.
+// bashQuote quotes s as one bash word: $'...' with backslashes, quotes and
+// control characters escaped, so the result is a single line.
 func bashQuote(s string) string {
 	var b strings.Builder
+	b.Grow(len(s) + len(s)/8 + 3)
 	b.WriteString("$'")
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -535,7 +545,9 @@ func bashQuote(s string) string {
 		case c == '\\' || c == '\'':
 			b.WriteByte('\\')
 			b.WriteByte(c)
-		case c < 0x20 || c >= 0x7f:
+		case c == '\n':
+			b.WriteString("\\n")
+		case c < 0x20 || c == 0x7f:
 			fmt.Fprintf(&b, "\\x%02x", c)
 		default:
 			b.WriteByte(c)

@@ -69,6 +69,13 @@ func TestShellStatePersists(t *testing.T) {
 	if strays != 1 {
 		t.Errorf("the background job's output came %d times, want once", strays)
 	}
+	// No job numbers, no file names in messages: what a script would print.
+	if res := shellExec(t, c, "main", "sleep 0.1 & nosuch-warren-cmd"); res.Stderr != "bash: nosuch-warren-cmd: command not found\n" {
+		t.Errorf("stderr: got %q", res.Stderr)
+	}
+	if _, err := c.Exec(t.Context(), api.ExecRequest{Shell: "main", Command: "echo \x00"}); !errors.Is(err, api.ErrInvalid) {
+		t.Errorf("a NUL in the command: got %v, want invalid", err)
+	}
 }
 
 func TestShellPerCallOptions(t *testing.T) {

@@ -151,8 +151,10 @@ func (m *Manager) stopInstance(ctx context.Context, in *instance) error {
 	if in.agent != nil {
 		in.agent.CloseIdle()
 	}
-	// A run or restore that a crashed daemon left running finishes first.
+	// A run or restore that a crashed daemon left running finishes first;
+	// a frozen sandbox is thawed, or its processes could not die.
 	runsc.WaitPidFile(filepath.Join(in.dir, "runsc.pid"), in.id, time.Minute)
+	m.unfreeze(ctx, in)
 	var errs []error
 	if err := m.rt.Delete(ctx, in.id); err != nil {
 		errs = append(errs, err)

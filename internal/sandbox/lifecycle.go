@@ -50,17 +50,21 @@ func (m *Manager) Pause(ctx context.Context, team, id string) (store.Sandbox, er
 		return sb, fmt.Errorf("sandbox %s is %s; only a running sandbox can be paused%s: %w", id, sb.State, stateHint(sb), api.ErrConflict)
 	}
 	start := time.Now()
-	if err := m.rt.Pause(ctx, sb.RuntimeID); err != nil {
+	in, err := m.instanceOf(sb)
+	if err != nil || in == nil {
+		return sb, fmt.Errorf("sandbox %s has no runtime instance: %v: %w", id, err, api.ErrConflict)
+	}
+	if err := m.freeze(ctx, in); err != nil {
 		return sb, fmt.Errorf("pausing sandbox %s: %w", id, err)
 	}
 	now := time.Now().UTC()
 	f := false
 	sb, err = m.store.UpdateSandbox(ctx, id, store.Update{From: []string{api.StateRunning}, State: api.StatePaused, Stored: &f, PausedAt: &now})
 	if err != nil {
-		m.rt.Resume(context.WithoutCancel(ctx), sb.RuntimeID)
+		m.thaw(context.WithoutCancel(ctx), in)
 		return sb, err
 	}
-	if in := m.liveInstance(id); in != nil && in.agent != nil {
+	if in.agent != nil {
 		in.agent.CloseIdle()
 	}
 	m.log.Info("sandbox paused", "sandbox_id", id, "took", time.Since(start).Round(time.Millisecond))
@@ -92,7 +96,11 @@ func (m *Manager) resumeLocked(ctx context.Context, team, id string) (store.Sand
 	start := time.Now()
 	zero := time.Time{}
 	if !sb.Stored {
-		if err := m.rt.Resume(ctx, sb.RuntimeID); err != nil {
+		in, err := m.instanceOf(sb)
+		if err != nil || in == nil {
+			return sb, fmt.Errorf("sandbox %s has no runtime instance: %v: %w", id, err, api.ErrConflict)
+		}
+		if err := m.thaw(ctx, in); err != nil {
 			return sb, fmt.Errorf("resuming sandbox %s: %w", id, err)
 		}
 		sb, err = m.store.UpdateSandbox(ctx, id, store.Update{From: []string{api.StatePaused}, State: api.StateRunning, PausedAt: &zero})
@@ -182,6 +190,9 @@ func (m *Manager) storePaused(ctx context.Context, id string) error {
 		return fmt.Errorf("sandbox %s: no runtime instance to store: %v", id, err)
 	}
 	start := time.Now()
+	if err := m.unfreeze(ctx, in); err != nil {
+		return fmt.Errorf("storing paused sandbox %s: %w", id, err)
+	}
 	imageID := pauseImageID(id)
 	m.snaps.Delete(imageID)
 	_, err = m.snaps.Create(ctx, imageID, m.manifest(sb), func(dir string) error {
@@ -193,7 +204,7 @@ func (m *Manager) storePaused(ctx context.Context, id string) error {
 	if err != nil {
 		// The checkpoint may have ended the container; if it did, the
 		// sandbox can only come back from a periodic checkpoint.
-		if st, serr := m.rt.State(ctx, in.id); serr != nil || (st.Status != "paused" && st.Status != "running") {
+		if st := m.instanceStatus(ctx, in); st != "paused" && st != "running" {
 			m.store.UpdateSandbox(ctx, id, store.Update{State: api.StateError,
 				Error: "storing the paused sandbox to disk failed and ended it: " + err.Error()})
 		}

@@ -44,7 +44,11 @@ func (m *Manager) claim(ctx context.Context, team string, t store.Template, c st
 	start := time.Now()
 	unlock := m.lock(sb.ID)
 	defer unlock()
-	if err := m.rt.Resume(ctx, sb.RuntimeID); err != nil {
+	in, err := m.instanceOf(sb)
+	if err == nil && in != nil {
+		err = m.thaw(ctx, in)
+	}
+	if err != nil || in == nil {
 		m.log.Warn("a pooled sandbox did not resume; restoring a fresh one", "sandbox_id", sb.ID, "err", err)
 		m.destroy(context.WithoutCancel(ctx), sb)
 		return store.Sandbox{}, false, nil
@@ -53,10 +57,6 @@ func (m *Manager) claim(ctx context.Context, team string, t store.Template, c st
 	sb, err = m.store.UpdateSandbox(ctx, sb.ID, store.Update{From: []string{api.StatePaused}, State: api.StateRunning, PausedAt: &zero})
 	if err != nil {
 		return sb, false, err
-	}
-	in, err := m.instanceOf(sb)
-	if err != nil || in == nil {
-		return sb, false, errors.Join(errors.New("a claimed sandbox has no runtime instance"), err)
 	}
 	m.setLive(sb.ID, in)
 	m.log.Info("sandbox claimed from the warm pool", "sandbox_id", sb.ID, "runtime_id", in.id, "template", t.Name,
@@ -140,9 +140,13 @@ func (m *Manager) addToPool(ctx context.Context, t store.Template) error {
 	}
 	unlock := m.lock(sb.ID)
 	defer unlock()
-	if err := m.rt.Pause(ctx, sb.RuntimeID); err != nil {
+	in, err := m.instanceOf(sb)
+	if err == nil && in != nil {
+		err = m.freeze(ctx, in)
+	}
+	if err != nil || in == nil {
 		m.destroy(context.WithoutCancel(ctx), sb)
-		return err
+		return errors.Join(errors.New("pausing a pooled sandbox"), err)
 	}
 	now := time.Now().UTC()
 	f := false

@@ -63,12 +63,7 @@ func (m *Manager) recoverOne(ctx context.Context, sb store.Sandbox) {
 		fail(err.Error())
 		return
 	}
-	status := "gone"
-	if in != nil {
-		if st, err := m.rt.State(ctx, in.id); err == nil {
-			status = st.Status
-		}
-	}
+	status := m.instanceStatus(ctx, in)
 	switch sb.State {
 	case api.StateCreating:
 		// Never acknowledged: remove it, as a failed create does.
@@ -81,7 +76,7 @@ func (m *Manager) recoverOne(ctx context.Context, sb store.Sandbox) {
 	case api.StateRunning:
 		if status == "paused" {
 			// A pause the server did not get to record: undo it.
-			if err := m.rt.Resume(ctx, in.id); err != nil {
+			if err := m.thaw(ctx, in); err != nil {
 				fail("it was left frozen by an interrupted pause and could not be thawed: " + err.Error())
 				return
 			}
@@ -96,7 +91,7 @@ func (m *Manager) recoverOne(ctx context.Context, sb store.Sandbox) {
 				log.Info("sandbox adopted", "runtime_id", in.id)
 				return
 			}
-			if st, serr := m.rt.State(ctx, in.id); serr == nil && st.Status == "running" {
+			if m.instanceStatus(ctx, in) == "running" {
 				fail("its agent does not answer after a server restart (see " + filepath.Join(in.dir, "agent.log") + "): " + err.Error())
 				return
 			}
