@@ -33,7 +33,8 @@ func NewSnapshotID() string { return "sn-" + NewID()[3:] }
 
 // Pause freezes a running sandbox of team. Pausing a paused sandbox is a
 // no-op.
-func (m *Manager) Pause(ctx context.Context, team, id string) (store.Sandbox, error) {
+func (m *Manager) Pause(ctx context.Context, team, id string) (res store.Sandbox, err error) {
+	defer m.track(ctx, api.EventPaused, team, id).done(&res, &err)
 	if _, err := m.Get(ctx, team, id); err != nil {
 		return store.Sandbox{}, err
 	}
@@ -73,7 +74,8 @@ func (m *Manager) Pause(ctx context.Context, team, id string) (store.Sandbox, er
 
 // Resume brings a paused sandbox of team back to running, from memory or
 // from its stored image. Resuming a running sandbox is a no-op.
-func (m *Manager) Resume(ctx context.Context, team, id string) (store.Sandbox, error) {
+func (m *Manager) Resume(ctx context.Context, team, id string) (res store.Sandbox, err error) {
+	defer m.track(ctx, api.EventResumed, team, id).done(&res, &err)
 	if _, err := m.Get(ctx, team, id); err != nil {
 		return store.Sandbox{}, err
 	}
@@ -93,6 +95,11 @@ func (m *Manager) resumeLocked(ctx context.Context, team, id string) (store.Sand
 	case sb.State != api.StatePaused:
 		return sb, fmt.Errorf("sandbox %s is %s; only a paused sandbox can be resumed%s: %w", id, sb.State, stateHint(sb), api.ErrConflict)
 	}
+	release, err := m.admit(ctx, AdmitRequest{Op: "resume", TeamID: sb.TeamID, SandboxID: id, Sandboxes: 1, MemoryMB: sb.MemoryMB})
+	if err != nil {
+		return sb, err
+	}
+	defer release()
 	start := time.Now()
 	zero := time.Time{}
 	if !sb.Stored {
@@ -148,6 +155,7 @@ func (m *Manager) latestCheckpoint(ctx context.Context, id string) (string, erro
 // new one answers and the swap is recorded. If anything fails, sb is left
 // as it was.
 func (m *Manager) restoreInPlace(ctx context.Context, sb store.Sandbox, imageID string, from []string) (store.Sandbox, error) {
+	start := time.Now()
 	if _, err := m.snaps.Check(imageID, m.rt.BuildID(), m.cfg.Platform, false); err != nil {
 		return sb, fmt.Errorf("sandbox %s: %w", sb.ID, err)
 	}
@@ -170,6 +178,7 @@ func (m *Manager) restoreInPlace(ctx context.Context, sb store.Sandbox, imageID 
 		}
 	}
 	m.log.Info("sandbox restored", "sandbox_id", sb.ID, "runtime_id", in.id, "image", imageID)
+	m.emitState(ctx, api.EventRestored, updated, start)
 	return updated, nil
 }
 
@@ -205,8 +214,10 @@ func (m *Manager) storePaused(ctx context.Context, id string) error {
 		// The checkpoint may have ended the container; if it did, the
 		// sandbox can only come back from a periodic checkpoint.
 		if st := m.instanceStatus(ctx, in); st != "paused" && st != "running" {
-			m.store.UpdateSandbox(ctx, id, store.Update{State: api.StateError,
-				Error: "storing the paused sandbox to disk failed and ended it: " + err.Error()})
+			if bad, uerr := m.store.UpdateSandbox(ctx, id, store.Update{State: api.StateError,
+				Error: "storing the paused sandbox to disk failed and ended it: " + err.Error()}); uerr == nil {
+				m.emitState(ctx, api.EventError, bad, time.Time{})
+			}
 		}
 		return fmt.Errorf("storing paused sandbox %s: %w", id, err)
 	}
@@ -220,6 +231,7 @@ func (m *Manager) storePaused(ctx context.Context, id string) error {
 		m.log.Warn("removing a stored sandbox's instance", "sandbox_id", id, "err", err)
 	}
 	m.log.Info("paused sandbox stored to disk", "sandbox_id", id, "took", time.Since(start).Round(time.Millisecond))
+	m.emitState(ctx, api.EventStored, sb, start)
 	return nil
 }
 
@@ -229,13 +241,19 @@ func (m *Manager) manifest(sb store.Sandbox) snapshot.Manifest {
 
 // Snapshot saves a running sandbox of team (memory, processes and
 // writable layer) while it keeps running.
-func (m *Manager) Snapshot(ctx context.Context, team, id, name, kind string) (store.Snapshot, error) {
+func (m *Manager) Snapshot(ctx context.Context, team, id, name, kind string) (sn store.Snapshot, err error) {
+	defer m.track(ctx, api.EventSnapshotted, team, id).doneSnapshot(&sn, &err)
 	if len(name) > 128 {
 		return store.Snapshot{}, fmt.Errorf("snapshot name: at most 128 bytes: %w", api.ErrInvalid)
 	}
 	if _, err := m.Get(ctx, team, id); err != nil {
 		return store.Snapshot{}, err
 	}
+	release, err := m.admit(ctx, AdmitRequest{Op: "snapshot", TeamID: team, SandboxID: id, Snapshot: true})
+	if err != nil {
+		return store.Snapshot{}, err
+	}
+	defer release()
 	unlock := m.lock(id)
 	defer unlock()
 	return m.snapshotLocked(ctx, team, id, name, kind)
@@ -316,7 +334,8 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, team, id string) error {
 // Revert returns sandbox id of team to snapshot snapID: same id, memory and
 // disk as of the snapshot. The snapshot is restored beside the sandbox
 // before it is swapped in, so a failed revert leaves the sandbox as it was.
-func (m *Manager) Revert(ctx context.Context, team, id, snapID string) (store.Sandbox, error) {
+func (m *Manager) Revert(ctx context.Context, team, id, snapID string) (res store.Sandbox, err error) {
+	defer m.track(ctx, api.EventReverted, team, id).done(&res, &err)
 	if snapID == "" {
 		return store.Sandbox{}, fmt.Errorf("snapshot is required, like {\"snapshot\": \"sn-...\"}: %w", api.ErrInvalid)
 	}
@@ -336,6 +355,13 @@ func (m *Manager) Revert(ctx context.Context, team, id, snapID string) (store.Sa
 	if sb.State == api.StateCreating {
 		return sb, fmt.Errorf("sandbox %s is being created: %w", id, api.ErrConflict)
 	}
+	if sb.State != api.StateRunning {
+		release, err := m.admit(ctx, AdmitRequest{Op: "revert", TeamID: sb.TeamID, SandboxID: id, Sandboxes: 1, MemoryMB: sn.Config.MemoryMB})
+		if err != nil {
+			return sb, err
+		}
+		defer release()
+	}
 	start := time.Now()
 	sb, err = m.restoreInPlace(ctx, sb, sn.ID, []string{sb.State})
 	if err != nil {
@@ -352,7 +378,8 @@ const MaxFork = 64
 // Fork starts count new sandboxes from snapshot snapID of team, each with
 // its own id, network namespace and writable layer. All start or none: on
 // a failure the ones already made are removed.
-func (m *Manager) Fork(ctx context.Context, team, snapID string, count int) ([]store.Sandbox, error) {
+func (m *Manager) Fork(ctx context.Context, team, snapID string, count int) (forked []store.Sandbox, err error) {
+	defer m.track(ctx, api.EventForked, team, snapID).doneFork(&forked, &err)
 	if count < 1 || count > MaxFork {
 		return nil, fmt.Errorf("count %d: fork between 1 and %d sandboxes: %w", count, MaxFork, api.ErrInvalid)
 	}
@@ -363,6 +390,12 @@ func (m *Manager) Fork(ctx context.Context, team, snapID string, count int) ([]s
 	if _, err := m.snaps.Check(sn.ID, m.rt.BuildID(), m.cfg.Platform, false); err != nil {
 		return nil, err
 	}
+	release, err := m.admit(ctx, AdmitRequest{Op: "fork", TeamID: team, Sandboxes: int64(count),
+		MemoryMB: int64(count) * sn.Config.MemoryMB, Creates: int64(count)})
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	start := time.Now()
 	out := make([]store.Sandbox, count)
 	errs := make([]error, count)
@@ -403,9 +436,23 @@ func (m *Manager) ForkSandbox(ctx context.Context, team, id string, count int) (
 	if count < 1 || count > MaxFork {
 		return nil, fmt.Errorf("count %d: fork between 1 and %d sandboxes: %w", count, MaxFork, api.ErrInvalid)
 	}
+	// Refuse over quota before taking the snapshot, so a refusal leaves
+	// nothing behind.
+	sb, err := m.Get(ctx, team, id)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := m.admit(ctx, AdmitRequest{Op: "fork", TeamID: team, SandboxID: id, Sandboxes: int64(count),
+		MemoryMB: int64(count) * sb.MemoryMB, Creates: int64(count), DryRun: true}); err != nil {
+		return nil, err
+	}
 	sn, err := m.Snapshot(ctx, team, id, "fork", "manual")
 	if err != nil {
 		return nil, err
 	}
-	return m.Fork(ctx, team, sn.ID, count)
+	out, err := m.Fork(ctx, team, sn.ID, count)
+	if errors.Is(err, api.ErrQuota) {
+		m.DeleteSnapshot(context.WithoutCancel(ctx), team, sn.ID)
+	}
+	return out, err
 }

@@ -91,6 +91,7 @@ type Manager struct {
 	log    *slog.Logger
 
 	policies policyState
+	acct     accounting
 	warm     poolState
 
 	mu    sync.Mutex
@@ -229,6 +230,7 @@ func (m *Manager) validate(req *api.CreateSandboxRequest) (store.Sandbox, error)
 // Create makes a sandbox for team and returns once its agent answers. On
 // failure, everything it made is removed and the error says why.
 func (m *Manager) Create(ctx context.Context, team string, req api.CreateSandboxRequest) (sb store.Sandbox, err error) {
+	defer m.track(ctx, api.EventCreated, team, "").done(&sb, &err)
 	sb, err = m.validate(&req)
 	if err != nil {
 		return sb, err
@@ -245,6 +247,11 @@ func (m *Manager) Create(ctx context.Context, team string, req api.CreateSandbox
 	if err != nil {
 		return sb, err
 	}
+	release, err := m.admit(ctx, AdmitRequest{Op: "create", TeamID: team, Sandboxes: 1, MemoryMB: sb.MemoryMB, Creates: 1})
+	if err != nil {
+		return sb, err
+	}
+	defer release()
 	sb.ID = NewID()
 	sb.TeamID = team
 	sb.State = api.StateCreating
@@ -397,7 +404,8 @@ func (m *Manager) instanceOf(sb store.Sandbox) (*instance, error) {
 }
 
 // Delete removes a sandbox of team and every trace of it.
-func (m *Manager) Delete(ctx context.Context, team, id string) error {
+func (m *Manager) Delete(ctx context.Context, team, id string) (err error) {
+	defer m.track(ctx, api.EventDeleted, team, id).doneDelete(&err)
 	if _, err := m.Get(ctx, team, id); err != nil {
 		return err
 	}

@@ -172,7 +172,7 @@ func (m *Manager) idlePolicy(ctx context.Context, sb store.Sandbox, now time.Tim
 		return
 	}
 	log.Info("pausing an idle sandbox")
-	if _, err := m.Pause(ctx, sb.TeamID, sb.ID); err != nil {
+	if _, err := m.Pause(withCause(ctx, api.EventIdlePaused), sb.TeamID, sb.ID); err != nil {
 		log.Warn("pausing an idle sandbox", "err", err)
 	}
 }

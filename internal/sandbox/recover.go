@@ -53,8 +53,10 @@ func (m *Manager) Recover(ctx context.Context) error {
 func (m *Manager) recoverOne(ctx context.Context, sb store.Sandbox) {
 	log := m.log.With("sandbox_id", sb.ID)
 	fail := func(reason string) {
-		if _, err := m.store.UpdateSandbox(ctx, sb.ID, store.Update{From: []string{sb.State}, State: api.StateError, Error: reason}); err != nil {
+		if bad, err := m.store.UpdateSandbox(ctx, sb.ID, store.Update{From: []string{sb.State}, State: api.StateError, Error: reason}); err != nil {
 			log.Error("recording a failed recovery", "err", err)
+		} else {
+			m.emitState(ctx, api.EventError, bad, time.Time{})
 		}
 		log.Warn("sandbox not recovered", "reason", reason)
 	}

@@ -262,6 +262,11 @@ func (m *Manager) createFromSnapshot(ctx context.Context, team string, req api.C
 	if req.DiskMB != nil && *req.DiskMB != sn.Config.DiskMB {
 		return sb, invalid("disk_mb %d: %s has %d MB; omit disk_mb or build a template with the size you need", *req.DiskMB, from, sn.Config.DiskMB)
 	}
+	release, err := m.admit(ctx, AdmitRequest{Op: "create", TeamID: team, Sandboxes: 1, MemoryMB: sn.Config.MemoryMB, Creates: 1})
+	if err != nil {
+		return sb, err
+	}
+	defer release()
 	env := map[string]string{}
 	for k, v := range sn.Config.Env {
 		env[k] = v
