@@ -76,7 +76,7 @@ func TestCodeTimeoutKeepsState(t *testing.T) {
 		if !res.TimedOut || res.Error == nil || res.Error.Name != "KeyboardInterrupt" {
 			t.Errorf("%q: got %+v, want a KeyboardInterrupt at the timeout", code, res)
 		}
-		if d := time.Since(start); d > 5*time.Second {
+		if d := time.Since(start); d > 15*time.Second {
 			t.Errorf("%q took %v", code, d)
 		}
 	}
@@ -123,16 +123,20 @@ func TestCodeContexts(t *testing.T) {
 	if res := runCode(t, c, api.CodeRequest{Code: "a"}); res.Result != "'default'" {
 		t.Errorf("default: got %+v", res)
 	}
-	// Two contexts run side by side.
+	// Two contexts run side by side: each waits for the other to start.
 	var wg sync.WaitGroup
-	start := time.Now()
-	for _, name := range []string{"default", "other"} {
-		wg.Go(func() { runCode(t, c, api.CodeRequest{Code: "import time; time.sleep(0.5)", Context: name}) })
+	meet := t.TempDir()
+	for _, pair := range [][2]string{{"default", "other"}, {"other", "default"}} {
+		wg.Go(func() {
+			code := "import os, time\nopen('" + meet + "/' + '" + pair[0] + "', 'w').close()\n" +
+				"for _ in range(600):\n    if os.path.exists('" + meet + "/" + pair[1] + "'): break\n    time.sleep(0.05)\n" +
+				"os.path.exists('" + meet + "/" + pair[1] + "')"
+			if res := runCode(t, c, api.CodeRequest{Code: code, Context: pair[0]}); res.Result != "True" {
+				t.Errorf("context %s did not see %s run meanwhile: %+v", pair[0], pair[1], res)
+			}
+		})
 	}
 	wg.Wait()
-	if d := time.Since(start); d > 900*time.Millisecond {
-		t.Errorf("two contexts took %v; want them in parallel", d)
-	}
 	list, err := c.Contexts(t.Context())
 	if err != nil || len(list) != 2 || list[0].Name != "default" || list[1].Name != "other" {
 		t.Errorf("Contexts: got %+v, %v", list, err)

