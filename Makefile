@@ -22,8 +22,12 @@ test:
 test-unit:
 	$(GO) test -short ./...
 
+# The benchmark suite (as root): every target of DESIGN.md beside raw runsc,
+# measured in the same run. Writes bench-results.json, prints a Markdown
+# table and updates docs/benchmarks.md. About 5-10 minutes on 2 cores.
 bench: build runsc
-	$(GO) test -run '^$$' -bench . -benchtime 20x ./integration/
+	WARREN_BENCH=1 WARREN_BIN=$(CURDIR)/bin WARREN_CACHE_DIR=$(CACHE_DIR) CACHE_DIR=$(CACHE_DIR) \
+		$(GO) test -count=1 -timeout 30m -run '^TestBench$$' -v ./integration/
 
 up:
 	scripts/up.sh
