@@ -100,14 +100,20 @@ func (m *Manager) instanceStatus(ctx context.Context, in *instance) string {
 	if in == nil {
 		return "gone"
 	}
+	// runsc state asks the sandbox itself, which a frozen sandbox can't
+	// answer: read the freezer first.
+	if m.frozen(in) {
+		if procs, err := os.ReadFile(filepath.Join(filepath.Dir(mustFreezerPath(m, in)), "cgroup.procs")); err == nil && len(strings.TrimSpace(string(procs))) > 0 {
+			return "paused"
+		}
+		return "stopped"
+	}
 	st, err := m.rt.State(ctx, in.id)
 	switch {
 	case runsc.IsNotFound(err):
 		return "gone"
 	case err != nil:
 		return "unknown"
-	case st.Status == "running" && m.frozen(in):
-		return "paused"
 	}
 	return st.Status
 }
@@ -122,4 +128,9 @@ func (m *Manager) unfreeze(ctx context.Context, in *instance) error {
 	}
 	p, _, thawed := m.freezerFile(in)
 	return setFreezer(ctx, p, thawed)
+}
+
+func mustFreezerPath(m *Manager, in *instance) string {
+	p, _, _ := m.freezerFile(in)
+	return p
 }

@@ -246,7 +246,14 @@ func (r *Runsc) Delete(ctx context.Context, id string) error {
 	return err
 }
 
+// commandTimeout bounds the short runsc commands (state, list, kill,
+// delete, pause, resume): one that hangs (a sandbox that cannot answer)
+// must not hang the daemon.
+const commandTimeout = 30 * time.Second
+
 func (r *Runsc) output(ctx context.Context, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
+	defer cancel()
 	return r.run(ctx, append([]string{"--root", r.root}, args...)...)
 }
 
