@@ -69,9 +69,10 @@ type interp struct {
 
 // codeAnswer is the driver's answer to one request.
 type codeAnswer struct {
-	Ready  bool           `json:"ready"`
-	Result string         `json:"result"`
-	Error  *api.CodeError `json:"error"`
+	Ready     bool           `json:"ready"`
+	Result    string         `json:"result"`
+	Error     *api.CodeError `json:"error"`
+	Truncated bool           `json:"truncated"`
 }
 
 // interpReadyTimeout bounds the start of an interpreter.
@@ -349,9 +350,10 @@ func (a *Agent) runCode(ctx context.Context, cc *codeContext, code string, timeo
 	outFound, drop1 := in.out.begin(mark, stdout)
 	errFound, drop2 := in.errs.begin(mark, stderr)
 	res := api.CodeResult{ExecutionCount: count}
+	resultCut := false
 	finish := func() api.CodeResult {
 		res.Stdout, res.Stderr = string(stdout.buf), string(stderr.buf)
-		res.Truncated = drop1 || drop2 || stdout.truncated || stderr.truncated
+		res.Truncated = drop1 || drop2 || stdout.truncated || stderr.truncated || resultCut
 		res.DurationMS = time.Since(start).Milliseconds()
 		return res
 	}
@@ -406,6 +408,7 @@ func (a *Agent) runCode(ctx context.Context, cc *codeContext, code string, timeo
 				return lost("the interpreter exited (" + describeStatus(in.proc.status) + ")")
 			}
 			res.Result, res.Error = ans.Result, ans.Error
+			resultCut = ans.Truncated
 			answers = nil
 		case <-outFound:
 			outFound = nil

@@ -3,7 +3,8 @@
 # Once ready it writes {"ready": true} on fd 4. Then it reads requests on fd 3,
 # one JSON object per line: {"code": ..., "mark": ...}, and answers each on fd 4
 # with one JSON line: {"result": repr-or-"", "error": {"name", "value",
-# "traceback"} or null}. The code runs in one module namespace
+# "traceback"} or null}, and "truncated": true when the repr was cut at
+# MAX_RESULT characters. The code runs in one module namespace
 # that lives as long as the process, so variables, imports, functions and open
 # files persist between calls. Its stdin is /dev/null; its stdout and stderr are
 # the process's own, which the agent reads: after each call the driver flushes
@@ -23,6 +24,7 @@ import traceback
 import types
 
 DRIVER = os.path.abspath(__file__)
+MAX_RESULT = 4 << 20  # characters of a result's repr kept
 CO_COROUTINE = 0x80
 TOP_LEVEL_AWAIT = getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)
 
@@ -100,9 +102,12 @@ def run(source, filename, ns):
         return {"result": "", "error": None}
     ns["_"] = value
     try:
-        return {"result": repr(value), "error": None}
+        text = repr(value)
     except BaseException as e:
         return {"result": "", "error": describe(e)}
+    if len(text) > MAX_RESULT:
+        return {"result": text[:MAX_RESULT], "error": None, "truncated": True}
+    return {"result": text, "error": None}
 
 
 def flush_std():

@@ -50,6 +50,12 @@ func TestCodeContext(t *testing.T) {
 		{"open file read", "fh.seek(0); fh.read()", "", "", "b'abc'", "", ""},
 		{"top-level await", "import asyncio\nawait asyncio.sleep(0.01)\n7", "", "", "7", "", ""},
 	}
+	defer func() {
+		res := runCode(t, c, api.CodeRequest{Code: "'x' * (5 << 20)"})
+		if !res.Truncated || len(res.Result) != 4<<20 {
+			t.Errorf("a huge result: got %d characters, truncated %v; want 4 MiB, truncated", len(res.Result), res.Truncated)
+		}
+	}()
 	for i, tt := range tests {
 		res := runCode(t, c, api.CodeRequest{Code: tt.code})
 		errName, tb := "", ""

@@ -484,6 +484,7 @@ func (a *Agent) handleJobStdin(w http.ResponseWriter, r *http.Request) {
 	}
 	// A job that does not read blocks the write once the pipe is full;
 	// the client going away ends the wait.
+	_ = j.stdin.SetWriteDeadline(time.Time{}) // what an abandoned write may have left
 	stop := context.AfterFunc(r.Context(), func() { _ = j.stdin.SetWriteDeadline(time.Now()) })
 	_, err = io.Copy(j.stdin, r.Body)
 	stop()

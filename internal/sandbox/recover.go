@@ -192,11 +192,13 @@ func (m *Manager) removeOrphans(ctx context.Context) error {
 	}
 	// Containers no row or lease knows (a daemon that died between runsc
 	// and the store).
-	if containers, err := m.rt.List(ctx); err == nil {
-		for _, c := range containers {
-			if !current[c.ID] && !leased[c.ID] {
-				m.log.Info("removing a runsc container no sandbox owns", "runtime_id", c.ID)
-				m.rt.Delete(ctx, c.ID)
+	if ids, err := m.rt.IDs(); err == nil {
+		for _, id := range ids {
+			if !current[id] && !leased[id] {
+				m.log.Info("removing a runsc container no sandbox owns", "runtime_id", id)
+				orphan := &instance{id: id}
+				m.unfreeze(ctx, orphan)
+				m.rt.Delete(ctx, id)
 			}
 		}
 	}

@@ -214,6 +214,24 @@ func (r *Runsc) State(ctx context.Context, id string) (State, error) {
 	return st, nil
 }
 
+// IDs lists the containers under the root from their state files, without
+// asking the sandboxes anything (runsc list and state ask each sandbox
+// whether it is alive, and a frozen one never answers).
+func (r *Runsc) IDs() ([]string, error) {
+	matches, err := filepath.Glob(filepath.Join(r.root, "*_sandbox:*.state"))
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, m := range matches {
+		name := strings.TrimSuffix(filepath.Base(m), ".state")
+		if _, id, ok := strings.Cut(name, "_sandbox:"); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
 // List lists the containers under the root.
 func (r *Runsc) List(ctx context.Context) ([]State, error) {
 	out, err := r.output(ctx, "list", "--format", "json")
