@@ -40,6 +40,9 @@ type ErrorDetail struct {
 type Network struct {
 	// Egress is "none", "open", or a list of CIDRs and domain names.
 	Egress any `json:"egress,omitempty"`
+	// GitCredentials names the credentials the sandbox may use through
+	// the daemon's credential proxy (see network.go).
+	GitCredentials []string `json:"git_credentials,omitempty"`
 }
 
 // VolumeMount attaches a volume to a sandbox.
@@ -70,6 +73,8 @@ type CreateSandboxRequest struct {
 	Volumes             []VolumeMount     `json:"volumes,omitempty"`
 	Idle                *IdlePolicy       `json:"idle,omitempty"`
 	CheckpointIntervalS *int              `json:"checkpoint_interval_s,omitempty"`
+	// GitCredentials is network.git_credentials, as the create spells it.
+	GitCredentials []string `json:"git_credentials,omitempty"`
 }
 
 // Sandbox is a sandbox as the API shows it.
