@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -255,7 +256,7 @@ func TestFirewall(t *testing.T) {
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Skip("needs nft")
 	}
-	fw := Firewall{Table: "warren_test_" + randHex(t, 4)}
+	fw := Firewall{Table: "warren_test_" + randHex(t, 4), Subnet: "10.214.0.0/24", Prefix: "wt-"}
 	t.Cleanup(func() { fw.Remove() })
 
 	list := func() (string, error) {
@@ -271,19 +272,73 @@ func TestFirewall(t *testing.T) {
 			t.Fatalf("nft list table: %v: %s", err, out)
 		}
 		for _, want := range []string{
-			"chain input", "chain forward",
-			`iifname "wv-*" ct state established,related accept`,
-			`iifname "wv-*" counter packets`,
-			`oifname "wv-*" counter packets`,
+			"chain input", "chain forward", "chain prerouting", "chain postrouting", "map egress",
+			`iifname "wt-*" ip saddr 10.214.0.0/24 ct state established,related accept`,
+			`iifname "wt-*" ip saddr 10.214.0.0/24 counter packets`,
+			`oifname "wt-*" ip daddr 10.214.0.0/24 counter packets`,
+			`iifname "wt-*" oifname "wt-*" counter packets`,
+			`socket mark 0x57524e01 accept`,
+			`ip daddr 169.254.64.1 tcp dport 80 redirect to :49954`,
+			`ip saddr 10.214.0.0/24 oifname != "wt-*" masquerade`,
+			`ip daddr 10.214.0.0/24 iifname != "lo" iifname != "wt-*" counter packets`,
 		} {
 			if !strings.Contains(out, want) {
 				t.Errorf("table after Ensure has no %q:\n%s", want, out)
 			}
 		}
 		// Ensure replaces the table: the rules are not doubled.
-		if got := strings.Count(out, "ct state established,related accept"); got != 1 {
-			t.Errorf("established rules: got %v, want 1:\n%s", got, out)
+		if got := strings.Count(out, "ct state established,related accept"); got != 3 {
+			t.Errorf("established rules: got %v, want 3:\n%s", got, out)
 		}
+	}
+
+	// Per-sandbox policies.
+	veth := "wt-" + randHex(t, 4)
+	_, nets, names := fw.objectNames(veth)
+	list2 := func() string {
+		out, err := list()
+		if err != nil {
+			t.Fatalf("nft list table: %v: %s", err, out)
+		}
+		return out
+	}
+	p, err := ParseEgress([]any{"10.9.0.0/16", "allowed.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := fw.Apply(veth, p); err != nil {
+			t.Fatalf("Apply: %v", err)
+		}
+	}
+	out := list2()
+	for _, want := range []string{`"` + veth + `" : jump e-`, "10.9.0.0/16", "ip daddr @" + nets + " accept", "ip daddr @" + names + " accept"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("after Apply: no %q:\n%s", want, out)
+		}
+	}
+	if err := fw.AllowResolved(veth, []netip.Addr{netip.MustParseAddr("192.0.2.9")}, time.Minute); err != nil {
+		t.Fatalf("AllowResolved: %v", err)
+	}
+	if out := list2(); !strings.Contains(out, "192.0.2.9 timeout 1m") {
+		t.Errorf("after AllowResolved: no 192.0.2.9 with its timeout:\n%s", out)
+	}
+	// Open replaces the list.
+	if err := fw.Apply(veth, Policy{Open: true}); err != nil {
+		t.Fatalf("Apply open: %v", err)
+	}
+	if out := list2(); strings.Contains(out, "10.9.0.0/16") || strings.Contains(out, "192.0.2.9") || !strings.Contains(out, "jump e-") {
+		t.Errorf("after Apply open: the list is still there, or no jump:\n%s", out)
+	}
+	// None, or Clear, removes everything; twice is fine.
+	if err := fw.Apply(veth, Policy{}); err != nil {
+		t.Fatalf("Apply none: %v", err)
+	}
+	if err := fw.Clear(veth); err != nil {
+		t.Fatalf("Clear again: %v", err)
+	}
+	if out := list2(); strings.Contains(out, veth) || strings.Contains(out, nets) || strings.Contains(out, names) {
+		t.Errorf("after Clear: objects of %s remain:\n%s", veth, out)
 	}
 
 	for range 2 {
@@ -293,5 +348,9 @@ func TestFirewall(t *testing.T) {
 		if out, err := list(); err == nil {
 			t.Errorf("table %s still there after Remove:\n%s", fw.Table, out)
 		}
+	}
+	// Clear on a table that is gone is fine.
+	if err := fw.Clear(veth); err != nil {
+		t.Errorf("Clear without a table: %v", err)
 	}
 }
