@@ -256,3 +256,15 @@ type SandboxMetrics struct {
 	CPUs             float64   `json:"cpus"`
 	At               time.Time `json:"at"`
 }
+
+// QuotaErrorBody is the body of a 429: an ErrorBody whose error also says
+// which quota refused the call, with the figures.
+type QuotaErrorBody struct {
+	Error QuotaErrorDetail `json:"error"`
+}
+
+// QuotaErrorDetail is an ErrorDetail with the quota that refused.
+type QuotaErrorDetail struct {
+	ErrorDetail
+	Quota *QuotaExceeded `json:"quota,omitempty"`
+}

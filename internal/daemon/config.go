@@ -72,6 +72,9 @@ type Config struct {
 	// TemplatePoolSize is how many sandboxes of each template are kept
 	// warm (restored and paused) when the template sets no pool.
 	TemplatePoolSize int `json:"template_pool_size"`
+
+	// Quotas, prices, usage flushing, event retention, public metrics.
+	accountsConfig
 }
 
 // DefaultConfig returns the defaults.
@@ -102,6 +105,7 @@ func DefaultConfig() Config {
 		// only queues them inside runsc.
 		MaxParallelRestores: max(2, runtime.NumCPU()),
 		TemplatePoolSize:    1,
+		accountsConfig:      defaultAccountsConfig(),
 	}
 }
 
@@ -179,6 +183,9 @@ func (c Config) Validate() error {
 	}
 	if c.DefaultDiskMB < 64 || c.DefaultDiskMB > c.MaxDiskMB {
 		return bad("default_disk_mb %d must be in [64, max_disk_mb=%d]", c.DefaultDiskMB, c.MaxDiskMB)
+	}
+	if err := c.validateAccounts(); err != nil {
+		return err
 	}
 	if c.TemplatePoolSize < 0 || c.TemplatePoolSize > 64 {
 		return bad("template_pool_size %d: keep between 0 and 64 sandboxes warm", c.TemplatePoolSize)

@@ -122,9 +122,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		MaxParallelRestores: cfg.MaxParallelRestores,
 		DefaultPoolSize:     cfg.TemplatePoolSize,
 	}, st, images, rt, snaps, pool, log)
+	acct := newAccounts(cfg, st, m, log)
 	if err := m.Recover(ctx); err != nil {
 		return fmt.Errorf("recovering sandboxes: %w", err)
 	}
+	if err := acct.start(ctx); err != nil {
+		return err
+	}
+	defer acct.stop()
 	defer m.Shutdown()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -132,7 +137,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("listening on %s: %w; is another warren server running? pass --listen", cfg.Listen, err)
 	}
 	srv := &http.Server{
-		Handler:           server.New(m, images, st, build, log, Version, rt.BuildID()),
+		Handler:           acct.wire(server.New(m, images, st, build, log, Version, rt.BuildID())),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}

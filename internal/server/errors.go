@@ -31,6 +31,13 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	if status >= 500 {
 		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
+	var qe *api.QuotaError
+	if errors.As(err, &qe) {
+		// Which quota, and the figures, for programs to act on.
+		writeJSON(w, status, api.QuotaErrorBody{Error: api.QuotaErrorDetail{
+			ErrorDetail: api.ErrorDetail{Code: code, Message: err.Error()}, Quota: &qe.QuotaExceeded}})
+		return
+	}
 	writeJSON(w, status, api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: err.Error()}})
 }
 

@@ -31,6 +31,7 @@ type Server struct {
 	version   string
 	runsc     string
 	mux       *http.ServeMux
+	acct      Accounts
 }
 
 // New returns the API server.
@@ -64,6 +65,11 @@ func (s *Server) routes() {
 	s.handle("POST /v1/images/import", s.importImage)
 	s.handle("POST /v1/images/build", s.buildImage)
 	s.handle("DELETE /v1/images/{name...}", s.deleteImage)
+
+	s.keyRoutes()
+	s.usageRoutes()
+	s.eventRoutes()
+	s.metricsRoutes()
 
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, fmt.Errorf("no such endpoint: %s %s; see api/openapi.yaml: %w", r.Method, r.URL.Path, api.ErrNotFound))
