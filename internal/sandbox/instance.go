@@ -106,6 +106,9 @@ func (m *Manager) startInstance(ctx context.Context, sandboxID string, o startOp
 		}
 	}
 	retarget(spec, in, m.cfg.CgroupParent)
+	if err := m.attachInstance(ctx, sandboxID, spec, o.imageDir == "", in); err != nil {
+		return in, err
+	}
 	if err := writeSpec(in.bundle(), spec); err != nil {
 		return in, fmt.Errorf("sandbox %s: writing its OCI bundle: %w", sandboxID, err)
 	}
@@ -159,6 +162,7 @@ func (m *Manager) stopInstance(ctx context.Context, in *instance) error {
 	if err := m.rt.Delete(ctx, in.id); err != nil {
 		errs = append(errs, err)
 	}
+	m.detachInstance(in)
 	if err := network.Teardown(in.link); err != nil {
 		errs = append(errs, err)
 	}

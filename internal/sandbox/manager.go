@@ -93,6 +93,7 @@ type Manager struct {
 	policies policyState
 	acct     accounting
 	warm     poolState
+	netw     *Networking // volumes, egress, credentials (network.go)
 
 	mu    sync.Mutex
 	live  map[string]*live
@@ -203,11 +204,8 @@ func (m *Manager) validate(req *api.CreateSandboxRequest) (store.Sandbox, error)
 			return sb, invalid("metadata %q: keys are 1-128 bytes and values at most 1024", k)
 		}
 	}
-	if req.Network != nil && req.Network.Egress != nil && req.Network.Egress != "none" {
-		return sb, invalid("network.egress %v: only \"none\" is available on this server yet", req.Network.Egress)
-	}
-	if len(req.Volumes) > 0 {
-		return sb, invalid("volumes are not available on this server yet")
+	if err := validateNetwork(req, &sb); err != nil {
+		return sb, err
 	}
 	if req.Idle != nil {
 		if req.Idle.TimeoutS < 0 {
@@ -235,7 +233,11 @@ func (m *Manager) Create(ctx context.Context, team string, req api.CreateSandbox
 	if err != nil {
 		return sb, err
 	}
+	if err := m.checkAttachments(ctx, team, &req, sb); err != nil {
+		return sb, err
+	}
 	defer m.foreground()()
+	defer func() { sb, err = m.afterCreate(ctx, req, sb, err) }()
 	if req.Template != "" || req.Snapshot != "" {
 		return m.createFromSnapshot(ctx, team, req, sb)
 	}

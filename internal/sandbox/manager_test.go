@@ -125,9 +125,9 @@ func TestValidateRejects(t *testing.T) {
 		{"idle action", api.CreateSandboxRequest{Idle: &api.IdlePolicy{TimeoutS: 60, Action: "stop"}}, "idle.action"},
 		{"idle action empty", api.CreateSandboxRequest{Idle: &api.IdlePolicy{TimeoutS: 60}}, "idle.action"},
 		{"idle timeout negative", api.CreateSandboxRequest{Idle: &api.IdlePolicy{TimeoutS: -1, Action: "pause"}}, "idle.timeout_s"},
-		{"volumes", api.CreateSandboxRequest{Volumes: []api.VolumeMount{{Volume: "data", Path: "/data"}}}, "volumes"},
-		{"egress open", api.CreateSandboxRequest{Network: &api.Network{Egress: "open"}}, "egress"},
-		{"egress list", api.CreateSandboxRequest{Network: &api.Network{Egress: []any{"10.0.0.0/8"}}}, "egress"},
+		{"volume path relative", api.CreateSandboxRequest{Volumes: []api.VolumeMount{{Volume: "data", Path: "data"}}}, "volumes[0].path"},
+		{"egress word", api.CreateSandboxRequest{Network: &api.Network{Egress: "closed"}}, "egress"},
+		{"egress bad cidr", api.CreateSandboxRequest{Network: &api.Network{Egress: []any{"10.0.0.0/33"}}}, "egress"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -46,6 +46,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 	if err := m.removeOrphans(ctx); err != nil {
 		m.log.Warn("removing leftovers of interrupted operations", "err", err)
 	}
+	m.reattach(ctx)
 	m.startPolicies()
 	return nil
 }
