@@ -200,10 +200,8 @@ func TestEventStream(t *testing.T) {
 			}
 			line = strings.TrimRight(line, "\n")
 			switch {
-			case line == "" && e.data != "":
+			case line == "" && e.id != "":
 				return e
-			case line == "":
-				e = sse{} // an id alone sets the position
 			case strings.HasPrefix(line, "id: "):
 				e.id = line[4:]
 			case strings.HasPrefix(line, "event: "):
