@@ -47,6 +47,8 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// Quota says which quota refused a call (a 429), with the figures.
+	Quota *api.QuotaExceeded
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -116,9 +118,9 @@ func (c *Client) request(ctx context.Context, method, path string, q url.Values,
 
 func decodeError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	var eb api.ErrorBody
+	var eb api.QuotaErrorBody
 	if json.Unmarshal(b, &eb) == nil && eb.Error.Code != "" {
-		return &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+		return &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message, Quota: eb.Error.Quota}
 	}
 	code := api.CodeInternal
 	switch {

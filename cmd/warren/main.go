@@ -86,8 +86,9 @@ func (c *cli) rootCommand() *cobra.Command {
 		Long: `Warren runs persistent gVisor sandboxes for AI agents.
 
 Start the daemon with 'warren server' (as root); every other command talks to
-it over its HTTP API at --url with the key from --key, WARREN_API_KEY or the
-daemon's admin key file.`,
+it over its HTTP API at --url with the key from --key, WARREN_API_KEY,
+~/.config/warren/config.json ({"url": ..., "key": ...}) or the daemon's
+admin key file.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(*cobra.Command, []string) error {
@@ -113,6 +114,7 @@ daemon's admin key file.`,
 	root.AddCommand(c.templateCommand())
 	root.AddCommand(c.insideCommands()...)
 	root.AddCommand(c.mcpCommand())
+	root.AddCommand(c.accountCommands()...)
 	root.AddCommand(
 		c.versionCommand(),
 	)
@@ -130,6 +132,10 @@ func (c *cli) client() (*client.Client, error) {
 	key := c.key
 	if !c.root.PersistentFlags().Changed("key") {
 		key = os.Getenv("WARREN_API_KEY")
+	}
+	u, key, err := c.configured(u, key) // ~/.config/warren/config.json
+	if err != nil {
+		return nil, err
 	}
 	if key == "" {
 		path, explicit := c.keyFile, c.root.PersistentFlags().Changed("key-file")

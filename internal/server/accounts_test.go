@@ -200,8 +200,10 @@ func TestEventStream(t *testing.T) {
 			}
 			line = strings.TrimRight(line, "\n")
 			switch {
-			case line == "" && e.id != "":
+			case line == "" && e.data != "":
 				return e
+			case line == "":
+				e = sse{} // an id alone sets the position
 			case strings.HasPrefix(line, "id: "):
 				e.id = line[4:]
 			case strings.HasPrefix(line, "event: "):

@@ -56,7 +56,10 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	fmt.Fprintf(w, "retry: 2000\n: events of your team after %d\n\n", after)
+	// An id without data sets the stream's position (per the SSE spec,
+	// it dispatches nothing), so a client that reconnects before any
+	// event came resumes from here, not from its own "now".
+	fmt.Fprintf(w, "retry: 2000\nid: %d\n\n", after)
 	rc.Flush()
 	team := callerOf(r.Context()).team
 	err = h.Subscribe(r.Context(), team, after, func(ev api.Event) error {

@@ -137,9 +137,19 @@ func (s *Server) injectEnv(r *http.Request, id, path string) error {
 	if err != nil {
 		return fmt.Errorf("reading the request body (at most %d bytes): %v: %w", maxExecBody, err, api.ErrInvalid)
 	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
 	var body map[string]json.RawMessage
 	if err := json.Unmarshal(b, &body); err != nil {
 		return fmt.Errorf("request body is not a JSON object: %v: %w", err, api.ErrInvalid)
+	}
+	// A call in a named shell runs with the shell's own environment (the
+	// shell got the extra environment when it was made, and what it has
+	// exported since must win).
+	if raw, ok := body["shell"]; ok && path == "/exec" {
+		var shell string
+		if json.Unmarshal(raw, &shell) == nil && shell != "" {
+			return nil
+		}
 	}
 	env := map[string]string{}
 	for k, v := range extra {
