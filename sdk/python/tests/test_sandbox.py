@@ -379,6 +379,7 @@ class TestVolume(unittest.TestCase):
             self.skipTest("the server does not mount volumes yet: %s" % e)
         with sb:
             sb.files.write("/data/kept", "across sandboxes")
+            self.assertEqual(vol.refresh().used_by, [sb.id])
             with self.assertRaises(ConflictError):
                 vol.delete()
         with Sandbox.create(memory_mb=MEMORY_MB, volumes=[{"volume": name, "path": "/mnt", "read_only": True}]) as sb2:

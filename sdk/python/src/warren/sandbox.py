@@ -211,7 +211,7 @@ class Sandbox:
         api_key: Optional[str] = None,
         client: Optional[Client] = None,
     ) -> "Sandbox":
-        """Returns an existing sandbox (by id or name), resumed if it was
+        """Returns an existing sandbox by id, resumed if it was
         paused, so it is ready for commands. ``on_exit`` defaults to
         ``"keep"``: leaving a ``with`` block leaves it running."""
         sb = cls.get(sandbox_id, on_exit=on_exit, api_url=api_url, api_key=api_key, client=client)
@@ -1060,6 +1060,25 @@ class Volume:
     @property
     def created_at(self) -> Optional[datetime]:
         return parse_time(self._data.get("created_at"))
+
+    @property
+    def used_bytes(self) -> int:
+        """What its filesystem holds, as of the last call that returned it."""
+        return self._data.get("used_bytes") or 0
+
+    @property
+    def available_bytes(self) -> int:
+        return self._data.get("available_bytes") or 0
+
+    @property
+    def used_by(self) -> List[str]:
+        """The ids of the sandboxes that mount it."""
+        return list(self._data.get("used_by") or [])
+
+    def refresh(self) -> "Volume":
+        """Reads the volume again."""
+        self._data = dict(self._client.json("GET", "/v1/volumes/" + _q(self.name)))
+        return self
 
     def __repr__(self) -> str:
         return "Volume(name=%r)" % self._data.get("name")
