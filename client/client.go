@@ -69,8 +69,9 @@ func New(baseURL, key string) *Client {
 }
 
 // FromEnv returns a client configured by WARREN_API_URL (default
-// DefaultURL) and WARREN_API_KEY (default: the key in DefaultKeyFile, when
-// readable).
+// DefaultURL) and WARREN_API_KEY (default: the key in the file
+// WARREN_KEY_FILE names, or in DefaultKeyFile, when readable), as the CLI
+// and the Python SDK are.
 func FromEnv() (*Client, error) {
 	u := os.Getenv("WARREN_API_URL")
 	if u == "" {
@@ -78,9 +79,13 @@ func FromEnv() (*Client, error) {
 	}
 	key := os.Getenv("WARREN_API_KEY")
 	if key == "" {
-		b, err := os.ReadFile(DefaultKeyFile)
+		path := os.Getenv("WARREN_KEY_FILE")
+		if path == "" {
+			path = DefaultKeyFile
+		}
+		b, err := os.ReadFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("no API key: set WARREN_API_KEY, or run as a user who can read %s: %w", DefaultKeyFile, ErrUnauthorized)
+			return nil, fmt.Errorf("no API key: set WARREN_API_KEY, or run as a user who can read %s: %w", path, ErrUnauthorized)
 		}
 		key = strings.TrimSpace(string(b))
 	}
