@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/api"
+	"github.com/warrenhq/warren/internal/e2b"
 	"github.com/warrenhq/warren/internal/image"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/store"
@@ -32,12 +33,13 @@ type Server struct {
 	runsc     string
 	mux       *http.ServeMux
 	acct      Accounts
+	e2b       *e2b.Handler // E2B's SDKs (internal/e2b)
 }
 
 // New returns the API server.
 func New(m *sandbox.Manager, images *image.Store, st *store.Store, build Builder, log *slog.Logger, version, runscBuild string) *Server {
 	s := &Server{sandboxes: m, images: images, store: st, build: build, log: log,
-		version: version, runsc: runscBuild, mux: http.NewServeMux()}
+		version: version, runsc: runscBuild, mux: http.NewServeMux(), e2b: e2b.New(m, st, log)}
 	s.routes()
 	return s
 }
@@ -76,8 +78,15 @@ func (s *Server) routes() {
 	})
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. Requests of E2B's SDKs go to the E2B
+// facade (internal/e2b), the rest to Warren's API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if e2b.Wants(r) {
+		s.e2b.ServeHTTP(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 type ctxKey struct{}
 

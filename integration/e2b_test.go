@@ -1,0 +1,401 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The stock E2B SDKs, as a user installs them from npm.
+const (
+	e2bVersion   = "2.51.0"
+	e2bCIVersion = "2.8.0"
+)
+
+// e2bModules installs the e2b and @e2b/code-interpreter npm packages once
+// into the cache directory, and returns their node_modules.
+func e2bModules(t *testing.T) string {
+	t.Helper()
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Skip("npm is not installed: the E2B SDK tests run the stock npm packages (install Node.js 20+)")
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not installed: the E2B SDK tests run the stock npm packages (install Node.js 20+)")
+	}
+	dir := filepath.Join(cacheDir, "npm", "e2b-"+e2bVersion+"-ci-"+e2bCIVersion)
+	modules := filepath.Join(dir, "node_modules")
+	if _, err := os.Stat(filepath.Join(modules, "@e2b", "code-interpreter", "package.json")); err == nil {
+		return modules
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".e2b-install-")
+	if err != nil {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if tmp, err = os.MkdirTemp(filepath.Dir(dir), ".e2b-install-"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer os.RemoveAll(tmp)
+	os.WriteFile(filepath.Join(tmp, "package.json"), []byte(`{"name":"warren-e2b-test","private":true}`), 0o644)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--loglevel=error",
+		"e2b@"+e2bVersion, "@e2b/code-interpreter@"+e2bCIVersion)
+	cmd.Dir = tmp
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm install e2b@%s @e2b/code-interpreter@%s: %v\n%s", e2bVersion, e2bCIVersion, err, out)
+	}
+	if err := os.Rename(tmp, dir); err != nil && !os.IsExist(err) {
+		if _, serr := os.Stat(modules); serr != nil {
+			t.Fatalf("caching the npm packages: %v", err)
+		}
+	}
+	return modules
+}
+
+// runE2BScript runs a Node.js script against s with the stock SDK
+// configured the way a user would: the three environment variables, plain
+// http, one port.
+func runE2BScript(t *testing.T, s *Server, script string) string {
+	t.Helper()
+	modules := e2bModules(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "script.js")
+	head := "const { Sandbox } = require(" + jsString(filepath.Join(modules, "e2b")) + ");\n" +
+		"const CI = require(" + jsString(filepath.Join(modules, "@e2b", "code-interpreter")) + ");\n" +
+		"const assert = require('node:assert/strict');\n" +
+		"const step = (s) => console.log('step: ' + s);\n" +
+		"(async () => {\n"
+	tail := "\n})().then(() => console.log('E2B SCRIPT OK'), (e) => { console.error('FAILED:', e); process.exit(1); });\n"
+	if err := os.WriteFile(path, []byte(head+script+tail), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", path)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"E2B_API_KEY="+e2bAPIKey(t, s),
+		"E2B_API_URL=http://"+s.Addr,
+		"E2B_SANDBOX_URL=http://"+s.Addr,
+	)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("E2B SCRIPT OK")) {
+		t.Fatalf("node script: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func e2bAPIKey(t *testing.T, s *Server) string {
+	key, err := os.ReadFile(filepath.Join(s.StateDir, "admin.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(key))
+}
+
+// TestE2BSDK runs the stock e2b SDK's everyday calls against Warren.
+func TestE2BSDK(t *testing.T) {
+	RequiresRoot(t)
+	s := StartServer(t)
+	runE2BScript(t, s, `
+	step('create');
+	const sbx = await Sandbox.create();
+	assert.match(sbx.sandboxId, /^sb-/);
+
+	step('run echo');
+	const r = await sbx.commands.run('echo hi');
+	assert.equal(r.stdout, 'hi\n');
+	assert.equal(r.exitCode, 0);
+
+	step('exit code and stderr');
+	await assert.rejects(sbx.commands.run('echo oops >&2; exit 3'), (e) => {
+		assert.equal(e.exitCode, 3);
+		assert.equal(e.stderr, 'oops\n');
+		return true;
+	});
+
+	step('streamed output, env and cwd');
+	let seen = '';
+	const r2 = await sbx.commands.run('for i in 1 2 3; do echo $i; done; echo $FOO; pwd', {
+		envs: { FOO: 'bar' }, cwd: '/tmp', onStdout: (d) => { seen += d; },
+	});
+	assert.equal(r2.stdout, '1\n2\n3\nbar\n/tmp\n');
+	assert.equal(seen, r2.stdout);
+
+	step('files write/read');
+	await sbx.files.write('/tmp/hello.txt', 'hello warren');
+	assert.equal(await sbx.files.read('/tmp/hello.txt'), 'hello warren');
+	assert.equal((await sbx.commands.run('cat /tmp/hello.txt')).stdout, 'hello warren');
+
+	step('files dirs');
+	assert.equal(await sbx.files.makeDir('/tmp/d/e'), true);
+	assert.equal(await sbx.files.makeDir('/tmp/d/e'), false);
+	await sbx.files.write('/tmp/d/e/a.txt', 'a');
+	const ls = await sbx.files.list('/tmp/d/e');
+	assert.deepEqual(ls.map((e) => [e.name, e.type]), [['a.txt', 'file']]);
+	const info = await sbx.files.getInfo('/tmp/d/e/a.txt');
+	assert.equal(info.size, 1);
+	await sbx.files.rename('/tmp/d/e/a.txt', '/tmp/d/b.txt');
+	assert.equal(await sbx.files.exists('/tmp/d/e/a.txt'), false);
+	assert.equal(await sbx.files.read('/tmp/d/b.txt'), 'a');
+	await sbx.files.remove('/tmp/d');
+	assert.equal(await sbx.files.exists('/tmp/d'), false);
+	await assert.rejects(sbx.files.read('/tmp/nope'));
+
+	step('background, list, stdin, kill');
+	const bg = await sbx.commands.run('cat; sleep 300', { background: true, stdin: true });
+	const procs = await sbx.commands.list();
+	const p = procs.find((p) => p.pid === bg.pid);
+	assert.ok(p, 'the background process is listed: ' + JSON.stringify(procs));
+	assert.equal(p.cmd, '/bin/bash');
+	await sbx.commands.sendStdin(bg.pid, 'from stdin\n');
+	for (let i = 0; i < 100 && !bg.stdout.includes('from stdin'); i++) await new Promise((r) => setTimeout(r, 50));
+	assert.equal(bg.stdout, 'from stdin\n');
+	assert.equal(await sbx.commands.kill(bg.pid), true);
+	await assert.rejects(bg.wait());
+	assert.equal(await sbx.commands.kill(bg.pid), false);
+
+	step('control plane: getInfo, list, setTimeout');
+	const det = await sbx.getInfo();
+	assert.equal(det.sandboxId, sbx.sandboxId);
+	assert.equal(det.state, 'running');
+	const listed = await Sandbox.list().nextItems();
+	assert.ok(listed.some((x) => x.sandboxId === sbx.sandboxId));
+	await sbx.setTimeout(600_000);
+	assert.equal(await sbx.isRunning(), true);
+
+	step('pause and connect');
+	await sbx.commands.run('echo kept > /tmp/kept');
+	const counter = await sbx.commands.run('i=0; while :; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.1; done', { background: true });
+	assert.equal(await sbx.pause(), true);
+	assert.equal(await sbx.isRunning(), false);
+	const again = await Sandbox.connect(sbx.sandboxId);
+	assert.equal((await again.commands.run('cat /tmp/kept')).stdout, 'kept\n');
+	assert.ok((await again.commands.list()).some((p) => p.pid === counter.pid), 'the process survived the pause');
+	await again.commands.kill(counter.pid);
+
+	step('kill');
+	assert.equal(await again.kill(), true);
+	assert.equal(await Sandbox.kill(sbx.sandboxId), false);
+	await assert.rejects(Sandbox.connect(sbx.sandboxId), (e) => e.name === 'SandboxNotFoundError' || /not found/i.test(e.message));
+
+	step('code interpreter');
+	const ci = await CI.Sandbox.create();
+	await ci.runCode('x = 1');
+	const ex = await ci.runCode('print("out"); x + 1');
+	assert.equal(ex.text, '2');
+	assert.deepEqual(ex.logs.stdout, ['out\n']);
+	const bad = await ci.runCode('1/0');
+	assert.equal(bad.error.name, 'ZeroDivisionError');
+	const cx = await ci.createCodeContext();
+	await ci.runCode('x = 40', { context: cx });
+	assert.equal((await ci.runCode('x + 2', { context: cx })).text, '42');
+	assert.equal((await ci.runCode('x')).text, '1');
+	await ci.kill();
+	`)
+}
+
+// connectFrames splits a Connect streaming body into its envelopes.
+func connectFrames(t *testing.T, body []byte) (flags []byte, msgs []string) {
+	t.Helper()
+	for len(body) > 0 {
+		if len(body) < 5 {
+			t.Fatalf("truncated envelope header: % x", body)
+		}
+		n := binary.BigEndian.Uint32(body[1:5])
+		if uint32(len(body)-5) < n {
+			t.Fatalf("truncated envelope: want %d bytes, have %d", n, len(body)-5)
+		}
+		flags = append(flags, body[0])
+		msgs = append(msgs, string(body[5:5+n]))
+		body = body[5+n:]
+	}
+	return flags, msgs
+}
+
+func envelope(v any) []byte {
+	b, _ := json.Marshal(v)
+	out := make([]byte, 5, 5+len(b))
+	binary.BigEndian.PutUint32(out[1:], uint32(len(b)))
+	return append(out, b...)
+}
+
+// TestE2BConnectFraming checks the wire format of the envd Connect calls
+// and of the control plane's errors against a real server, byte for byte
+// where the SDK is strict.
+func TestE2BConnectFraming(t *testing.T) {
+	RequiresRoot(t)
+	s := StartServer(t)
+	key := e2bAPIKey(t, s)
+	base := "http://" + s.Addr
+	do := func(method, path string, h map[string]string, body []byte) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, bytes.NewReader(body))
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
+	}
+	api := map[string]string{"X-API-KEY": key, "Content-Type": "application/json"}
+
+	// Control plane errors carry the status as a JSON code.
+	resp, b := do("GET", "/sandboxes/sb-doesnotexist", api, nil)
+	if resp.StatusCode != 404 || !strings.Contains(string(b), `"code":404`) {
+		t.Fatalf("get unknown sandbox: got %d %s, want 404 with code 404", resp.StatusCode, b)
+	}
+	resp, b = do("POST", "/v2/sandboxes", map[string]string{"X-API-KEY": "wrong"}, []byte(`{"templateID":"base"}`))
+	if resp.StatusCode != 401 || !strings.Contains(string(b), `"code":401`) {
+		t.Fatalf("create with a bad key: got %d %s, want 401 with code 401", resp.StatusCode, b)
+	}
+
+	resp, b = do("POST", "/v2/sandboxes", api, []byte(`{"templateID":"base","metadata":{"who":"framing"}}`))
+	if resp.StatusCode != 201 {
+		t.Fatalf("create: got %d %s, want 201", resp.StatusCode, b)
+	}
+	var sbx struct {
+		SandboxID, EnvdVersion, EnvdAccessToken string
+	}
+	if err := json.Unmarshal(b, &sbx); err != nil || sbx.SandboxID == "" || sbx.EnvdAccessToken == "" {
+		t.Fatalf("create answered %s (%v)", b, err)
+	}
+	envd := map[string]string{"E2b-Sandbox-Id": sbx.SandboxID, "E2b-Sandbox-Port": "49983", "X-Access-Token": sbx.EnvdAccessToken}
+	with := func(h map[string]string, kv ...string) map[string]string {
+		out := map[string]string{}
+		for k, v := range h {
+			out[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+
+	resp, b = do("GET", "/health", envd, nil)
+	if resp.StatusCode != 204 {
+		t.Fatalf("health: got %d %s, want 204", resp.StatusCode, b)
+	}
+	resp, b = do("GET", "/health", with(envd, "X-Access-Token", "k.bad"), nil)
+	if resp.StatusCode != 401 {
+		t.Fatalf("health with a bad token: got %d %s, want 401", resp.StatusCode, b)
+	}
+
+	// Start: start, data, end, then the end-of-stream frame.
+	start := envelope(map[string]any{"process": map[string]any{"cmd": "/bin/bash", "args": []string{"-l", "-c", "echo hi; echo err >&2; exit 7"}}, "stdin": false})
+	resp, b = do("POST", "/process.Process/Start", with(envd, "Content-Type", "application/connect+json", "Connect-Protocol-Version", "1"), start)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/connect+json" {
+		t.Fatalf("Start: got %d %q %q", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	flags, msgs := connectFrames(t, b)
+	if len(msgs) < 3 || !strings.HasPrefix(msgs[0], `{"event":{"start":{"pid":`) {
+		t.Fatalf("Start: first frame %q of %q, want the start event", msgs[0], msgs)
+	}
+	last := len(msgs) - 1
+	if flags[last] != 0x02 || msgs[last] != "{}" {
+		t.Fatalf("Start: last frame flags %#x %q, want 0x02 {}", flags[last], msgs[last])
+	}
+	if want := `{"event":{"end":{"exitCode":7,"exited":true,"status":"exit status 7"}}}`; msgs[last-1] != want {
+		t.Fatalf("Start: end frame %q, want %q", msgs[last-1], want)
+	}
+	var stdout, stderr string
+	for i, m := range msgs[1 : last-1] {
+		if flags[i+1] != 0 {
+			t.Fatalf("data frame %d has flags %#x", i, flags[i+1])
+		}
+		var ev struct {
+			Event struct {
+				Data struct{ Stdout, Stderr []byte }
+			}
+		}
+		if err := json.Unmarshal([]byte(m), &ev); err != nil {
+			t.Fatalf("data frame %q: %v", m, err)
+		}
+		stdout += string(ev.Event.Data.Stdout)
+		stderr += string(ev.Event.Data.Stderr)
+	}
+	if stdout != "hi\n" || stderr != "err\n" {
+		t.Fatalf("Start output: got %q %q, want %q %q", stdout, stderr, "hi\n", "err\n")
+	}
+
+	// A streaming call that fails does so in the end-of-stream frame.
+	resp, b = do("POST", "/process.Process/Connect", with(envd, "Content-Type", "application/connect+json"), envelope(map[string]any{"process": map[string]any{"pid": 999999}}))
+	flags, msgs = connectFrames(t, b)
+	if resp.StatusCode != 200 || len(msgs) != 1 || flags[0] != 0x02 || !strings.Contains(msgs[0], `"code":"not_found"`) {
+		t.Fatalf("Connect to no process: got %d %v %q, want one end frame with not_found", resp.StatusCode, flags, msgs)
+	}
+
+	// Unary errors: non-200 with a Connect code.
+	unary := with(envd, "Content-Type", "application/json", "Connect-Protocol-Version", "1")
+	resp, b = do("POST", "/filesystem.Filesystem/Stat", unary, []byte(`{"path":"/nope"}`))
+	if resp.StatusCode != 404 || !strings.Contains(string(b), `"code":"not_found"`) {
+		t.Fatalf("Stat missing: got %d %s, want 404 not_found", resp.StatusCode, b)
+	}
+	resp, b = do("POST", "/filesystem.Filesystem/MakeDir", unary, []byte(`{"path":"/tmp"}`))
+	if resp.StatusCode != 409 || !strings.Contains(string(b), `"code":"already_exists"`) {
+		t.Fatalf("MakeDir existing: got %d %s, want 409 already_exists", resp.StatusCode, b)
+	}
+	resp, b = do("POST", "/filesystem.Filesystem/Stat", unary, []byte(`{"path":"/tmp"}`))
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"type":"FILE_TYPE_DIRECTORY"`) {
+		t.Fatalf("Stat /tmp: got %d %s", resp.StatusCode, b)
+	}
+
+	// Files: octet-stream upload, then a read.
+	resp, b = do("POST", "/files?path=/tmp/raw.bin", with(envd, "Content-Type", "application/octet-stream"), []byte("raw bytes"))
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"path":"/tmp/raw.bin"`) {
+		t.Fatalf("octet-stream upload: got %d %s", resp.StatusCode, b)
+	}
+	if _, b = do("GET", "/files?path=/tmp/raw.bin", envd, nil); string(b) != "raw bytes" {
+		t.Fatalf("read back: got %q", b)
+	}
+	resp, b = do("GET", "/files?path=/tmp/none", envd, nil)
+	if resp.StatusCode != 404 {
+		t.Fatalf("read a missing file: got %d %s, want 404", resp.StatusCode, b)
+	}
+
+	// Pause: 204, then 409 with code 409; the gateway answers 502.
+	resp, b = do("POST", fmt.Sprintf("/sandboxes/%s/pause", sbx.SandboxID), api, nil)
+	if resp.StatusCode != 204 {
+		t.Fatalf("pause: got %d %s", resp.StatusCode, b)
+	}
+	resp, b = do("POST", fmt.Sprintf("/sandboxes/%s/pause", sbx.SandboxID), api, nil)
+	if resp.StatusCode != 409 || !strings.Contains(string(b), `"code":409`) {
+		t.Fatalf("pause a paused sandbox: got %d %s, want 409", resp.StatusCode, b)
+	}
+	if resp, b = do("GET", "/health", envd, nil); resp.StatusCode != 502 {
+		t.Fatalf("health of a paused sandbox: got %d %s, want 502", resp.StatusCode, b)
+	}
+	resp, b = do("GET", "/v2/sandboxes?state=paused&metadata=who%3Dframing", api, nil)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), sbx.SandboxID) {
+		t.Fatalf("list paused with metadata: got %d %s", resp.StatusCode, b)
+	}
+	if _, b = do("GET", "/v2/sandboxes?state=running", api, nil); strings.Contains(string(b), sbx.SandboxID) {
+		t.Fatalf("list running shows the paused sandbox: %s", b)
+	}
+	resp, b = do("DELETE", "/sandboxes/"+sbx.SandboxID, api, nil)
+	if resp.StatusCode != 204 {
+		t.Fatalf("kill: got %d %s", resp.StatusCode, b)
+	}
+}
