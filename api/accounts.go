@@ -57,8 +57,8 @@ type Limits struct {
 	RunningSandboxes *int64 `json:"running_sandboxes"`
 	// RunningMemoryMB bounds the memory of the team's running sandboxes.
 	RunningMemoryMB *int64 `json:"running_memory_mb"`
-	// StorageMB bounds the team's snapshot storage (volumes will count
-	// too): a snapshot is refused while the team is at or over it.
+	// StorageMB bounds the team's snapshot and volume storage: a
+	// snapshot is refused while the team is at or over it.
 	StorageMB *int64 `json:"storage_mb"`
 	// CreatesPerMinute bounds sandboxes created (forks included) in any
 	// 60 seconds.
@@ -109,13 +109,13 @@ func (e *QuotaError) Error() string {
 	what := map[string]string{
 		"running_sandboxes":  "running sandboxes",
 		"running_memory_mb":  "MB of memory in running sandboxes",
-		"storage_mb":         "MB of snapshot storage",
+		"storage_mb":         "MB of snapshots and volumes",
 		"creates_per_minute": "sandboxes created in the last minute",
 	}[e.Limit]
 	hint := "pause or delete sandboxes, or ask the admin to raise it"
 	switch e.Limit {
 	case "storage_mb":
-		hint = "delete snapshots, or ask the admin to raise it"
+		hint = "delete snapshots or volumes, or ask the admin to raise it"
 		return fmt.Sprintf("%s refused: team %s has %d %s, at or over its limit of %d (%s); %s: %v",
 			e.Op, e.Team, e.Used, what, e.Max, e.Limit, hint, ErrQuota)
 	case "creates_per_minute":
@@ -140,7 +140,8 @@ type Usage struct {
 }
 
 // SandboxUsage is one sandbox's usage. A deleted sandbox's snapshots keep
-// counting storage under its id.
+// counting storage under its id; a volume's storage is under the volume's
+// id (vol-...).
 type SandboxUsage struct {
 	SandboxID string `json:"sandbox_id"`
 	UsageFigures

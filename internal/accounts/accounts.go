@@ -11,7 +11,8 @@
 //
 //	running_sandboxes   sandboxes running at once (paused ones do not count)
 //	running_memory_mb   memory of the running sandboxes, added up
-//	storage_mb          snapshot storage (a snapshot is refused at or over it)
+//	storage_mb          snapshot and volume storage (a snapshot is refused at
+//	                    or over it; creating a volume is not checked yet)
 //	creates_per_minute  sandboxes created (forks count each) in any 60 s
 //
 // 0 is unlimited. Create, resume, fork and a revert that makes a paused
@@ -211,7 +212,7 @@ func (a *Accounts) Quota(ctx context.Context, team string) (api.Quota, error) {
 	if err != nil {
 		return api.Quota{}, err
 	}
-	snapBytes, err := a.st.TeamSnapshotBytes(ctx, t.ID)
+	stored, err := a.storageBytes(ctx, t.ID)
 	if err != nil {
 		return api.Quota{}, err
 	}
@@ -225,7 +226,7 @@ func (a *Accounts) Quota(ctx context.Context, team string) (api.Quota, error) {
 			StorageMB: ptr(l.StorageMB), CreatesPerMinute: ptr(l.CreatesPerMinute)},
 		Overrides: api.Limits{RunningSandboxes: o.RunningSandboxes, RunningMemoryMB: o.RunningMemoryMB,
 			StorageMB: o.StorageMB, CreatesPerMinute: o.CreatesPerMinute},
-		Used: api.QuotaUsage{RunningSandboxes: n, RunningMemoryMB: mem, StorageMB: mb(snapBytes), CreatesPerMinute: creates},
+		Used: api.QuotaUsage{RunningSandboxes: n, RunningMemoryMB: mem, StorageMB: mb(stored), CreatesPerMinute: creates},
 	}, nil
 }
 
@@ -247,6 +248,19 @@ func (a *Accounts) SetQuota(ctx context.Context, team string, o api.Limits) (api
 		return api.Quota{}, err
 	}
 	return a.Quota(ctx, team)
+}
+
+// storageBytes is what a team stores: snapshots and volumes.
+func (a *Accounts) storageBytes(ctx context.Context, teamID string) (int64, error) {
+	snaps, err := a.st.TeamSnapshotBytes(ctx, teamID)
+	if err != nil {
+		return 0, err
+	}
+	vols, err := a.st.TeamVolumeBytes(ctx, teamID)
+	if err != nil {
+		return 0, err
+	}
+	return snaps + vols, nil
 }
 
 // mb rounds bytes up to MiB.
@@ -307,7 +321,7 @@ func (a *Accounts) Admit(ctx context.Context, r sandbox.AdmitRequest) (func(), e
 		}
 	}
 	if r.Snapshot && l.StorageMB > 0 {
-		b, err := a.st.TeamSnapshotBytes(ctx, r.TeamID)
+		b, err := a.storageBytes(ctx, r.TeamID)
 		if err != nil {
 			return nil, err
 		}

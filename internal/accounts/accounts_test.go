@@ -215,8 +215,22 @@ func TestAdmitStorage(t *testing.T) {
 	if !errors.As(err, &qe) || qe.Limit != "storage_mb" || qe.Used != 2 {
 		t.Errorf("at the limit: got %v", err)
 	}
+	// Volumes count too.
+	three := int64(3)
+	a.SetQuota(t.Context(), "acme", api.Limits{StorageMB: &three})
+	if r, err := a.Admit(t.Context(), snap); err != nil {
+		t.Fatalf("under a raised limit: %v", err)
+	} else {
+		r()
+	}
+	if err := st.CreateVolume(t.Context(), store.Volume{ID: "vol-1", TeamID: team, Name: "data", SizeMB: 1, CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Admit(t.Context(), snap); !errors.As(err, &qe) || qe.Used != 3 {
+		t.Errorf("with a volume: got %v, want refused at 3 MB", err)
+	}
 	q, _ := a.Quota(t.Context(), "acme")
-	if q.Used.StorageMB != 2 {
-		t.Errorf("used storage: got %d MB, want 2", q.Used.StorageMB)
+	if q.Used.StorageMB != 3 {
+		t.Errorf("used storage: got %d MB, want 3 (2 of snapshots, 1 of volume)", q.Used.StorageMB)
 	}
 }

@@ -11,7 +11,9 @@ import (
 
 // StorageUse is the disk that one sandbox holds: its directory (writable
 // layer, bundle, logs), its stored pause image, and its snapshots (which
-// outlive it: a deleted sandbox's snapshots still count under its id).
+// outlive it: a deleted sandbox's snapshots still count under its id). A
+// volume is an entry of its own, under the volume's id (vol-...), its size
+// allocated in full.
 type StorageUse struct {
 	TeamID    string
 	SandboxID string
@@ -50,6 +52,13 @@ func (m *Manager) StorageUse(ctx context.Context) ([]StorageUse, error) {
 	}
 	for _, sn := range snaps {
 		add(key{sn.TeamID, sn.SandboxID}, sn.SizeBytes)
+	}
+	vols, err := m.store.ListVolumes(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range vols {
+		add(key{v.TeamID, v.ID}, v.SizeMB<<20)
 	}
 	out := make([]StorageUse, 0, len(order))
 	for _, k := range order {

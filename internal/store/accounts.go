@@ -206,6 +206,16 @@ func (s *Store) TeamSnapshotBytes(ctx context.Context, teamID string) (int64, er
 	return n, nil
 }
 
+// TeamVolumeBytes is the size of a team's volumes (allocated in full).
+func (s *Store) TeamVolumeBytes(ctx context.Context, teamID string) (int64, error) {
+	var mb int64
+	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(size_mb), 0) FROM volumes WHERE team_id = ?`, teamID).Scan(&mb)
+	if err != nil {
+		return 0, fmt.Errorf("sizing the volumes of team %s: %w", teamID, err)
+	}
+	return mb << 20, nil
+}
+
 // StateCount is how many sandboxes are in one state.
 type StateCount struct {
 	State  string
