@@ -173,6 +173,19 @@ func TestE2BSDK(t *testing.T) {
 	await assert.rejects(bg.wait());
 	assert.equal(await sbx.commands.kill(bg.pid), false);
 
+	step('closeStdin, commands.connect');
+	const cat = await sbx.commands.run('cat', { background: true, stdin: true });
+	await sbx.commands.sendStdin(cat.pid, 'abc');
+	await sbx.commands.closeStdin(cat.pid);
+	assert.equal((await cat.wait()).stdout, 'abc');
+	const slow = await sbx.commands.run('sleep 1; echo later', { background: true });
+	const attached = await sbx.commands.connect(slow.pid);
+	assert.equal((await attached.wait()).stdout, 'later\n');
+
+	step('gzip upload');
+	await sbx.files.write('/tmp/gz.txt', 'zipped', { gzip: true });
+	assert.equal(await sbx.files.read('/tmp/gz.txt'), 'zipped');
+
 	step('control plane: getInfo, list, setTimeout');
 	const det = await sbx.getInfo();
 	assert.equal(det.sandboxId, sbx.sandboxId);
@@ -191,6 +204,20 @@ func TestE2BSDK(t *testing.T) {
 	assert.equal((await again.commands.run('cat /tmp/kept')).stdout, 'kept\n');
 	assert.ok((await again.commands.list()).some((p) => p.pid === counter.pid), 'the process survived the pause');
 	await again.commands.kill(counter.pid);
+
+	step('snapshot, create from it, fork');
+	await again.files.write('/tmp/snap.txt', 'in snapshot');
+	const snap = await again.createSnapshot({ name: 'e2b-snap' });
+	assert.match(snap.snapshotId, /^sn-/);
+	const snaps = await Sandbox.listSnapshots({ sandboxId: again.sandboxId }).nextItems();
+	assert.ok(snaps.some((x) => x.snapshotId === snap.snapshotId), JSON.stringify(snaps));
+	const fromSnap = await Sandbox.create(snap.snapshotId);
+	assert.equal(await fromSnap.files.read('/tmp/snap.txt'), 'in snapshot');
+	await fromSnap.kill();
+	const [forked] = await again.fork();
+	assert.ok(!(forked instanceof Error), String(forked));
+	assert.equal(await forked.files.read('/tmp/snap.txt'), 'in snapshot');
+	await forked.kill();
 
 	step('kill');
 	assert.equal(await again.kill(), true);
@@ -394,6 +421,30 @@ func TestE2BConnectFraming(t *testing.T) {
 	if _, b = do("GET", "/v2/sandboxes?state=running", api, nil); strings.Contains(string(b), sbx.SandboxID) {
 		t.Fatalf("list running shows the paused sandbox: %s", b)
 	}
+	// Another team sees none of it, and a token is for its sandbox only.
+	other := map[string]string{"X-API-KEY": newTeam(t, s, "e2b-other"), "Content-Type": "application/json"}
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/sandboxes/" + sbx.SandboxID}, {"DELETE", "/sandboxes/" + sbx.SandboxID},
+		{"POST", "/v2/sandboxes/" + sbx.SandboxID + "/connect"}, {"POST", "/sandboxes/" + sbx.SandboxID + "/timeout"},
+	} {
+		resp, b = do(c.method, c.path, other, []byte(`{}`))
+		if resp.StatusCode != 404 || !strings.Contains(string(b), `"code":404`) {
+			t.Errorf("%s %s with another team's key: got %d %s, want 404", c.method, c.path, resp.StatusCode, b)
+		}
+	}
+	if _, b = do("GET", "/v2/sandboxes", other, nil); strings.Contains(string(b), sbx.SandboxID) {
+		t.Errorf("another team's list shows the sandbox: %s", b)
+	}
+	resp, b = do("POST", "/v2/sandboxes", other, []byte(`{}`))
+	if resp.StatusCode != 201 {
+		t.Fatalf("create as another team: got %d %s", resp.StatusCode, b)
+	}
+	var theirs struct{ SandboxID string }
+	json.Unmarshal(b, &theirs)
+	if resp, b = do("GET", "/health", with(envd, "E2b-Sandbox-Id", theirs.SandboxID), nil); resp.StatusCode != 401 {
+		t.Errorf("a token of one sandbox used for another: got %d %s, want 401", resp.StatusCode, b)
+	}
+
 	resp, b = do("DELETE", "/sandboxes/"+sbx.SandboxID, api, nil)
 	if resp.StatusCode != 204 {
 		t.Fatalf("kill: got %d %s", resp.StatusCode, b)
