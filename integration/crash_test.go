@@ -91,9 +91,9 @@ func TestCrashRecovery(t *testing.T) {
 
 	s.Kill()
 	killAllRunsc(t, s)
-	s.Start()
+	s.Start() // on a new address: use s.Client from here on
 
-	got, err := c.GetSandbox(ctx, sb.ID)
+	got, err := s.Client.GetSandbox(ctx, sb.ID)
 	if err != nil || got.State != api.StateRunning {
 		t.Fatalf("after a crash: got %q %q, %v; want running, restored from its checkpoint\n%s", got.State, got.Error, err, s.Log())
 	}
