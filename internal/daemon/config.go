@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/warrenhq/warren/api"
@@ -72,6 +74,10 @@ type Config struct {
 	// TemplatePoolSize is how many sandboxes of each template are kept
 	// warm (restored and paused) when the template sets no pool.
 	TemplatePoolSize int `json:"template_pool_size"`
+	// DNSUpstream are the resolvers the daemon asks for its sandboxes,
+	// "ip:port" separated by commas; default: the host's resolv.conf
+	// nameservers.
+	DNSUpstream string `json:"dns_upstream"`
 
 	// Quotas, prices, usage flushing, event retention, public metrics.
 	accountsConfig
@@ -193,6 +199,11 @@ func (c Config) Validate() error {
 	if c.StoreAfterS < 0 || c.MinAvailableMB < 0 || c.KeepCheckpoints < 1 || c.PolicyIntervalMS < 10 || c.MaxParallelRestores < 1 {
 		return bad("store_after_s and min_available_mb must not be negative; keep_checkpoints and max_parallel_restores at least 1; policy_interval_ms at least 10")
 	}
+	for _, u := range c.dnsUpstreams() {
+		if _, err := netip.ParseAddrPort(u); err != nil {
+			return bad("dns_upstream %q: want ip:port, like 192.0.2.53:53 (several separated by commas)", u)
+		}
+	}
 	if c.IdleTimeoutS < 0 || c.ReadyTimeoutS <= 0 || c.ShutdownTimeoutS < 0 {
 		return bad("idle_timeout_s, ready_timeout_s and shutdown_timeout_s must not be negative (ready_timeout_s > 0)")
 	}
@@ -200,3 +211,14 @@ func (c Config) Validate() error {
 }
 
 func (c Config) readyTimeout() time.Duration { return time.Duration(c.ReadyTimeoutS) * time.Second }
+
+// dnsUpstreams lists DNSUpstream's resolvers.
+func (c Config) dnsUpstreams() []string {
+	var out []string
+	for _, u := range strings.Split(c.DNSUpstream, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}

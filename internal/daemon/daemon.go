@@ -98,7 +98,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	fw := network.Firewall{Table: firewallTable(cfg.StateDir)}
+	fw := network.Firewall{Table: firewallTable(cfg.StateDir), Subnet: cfg.Subnet}
 	if err := fw.Ensure(); err != nil {
 		return fmt.Errorf("installing the sandbox firewall: %w", err)
 	}
@@ -122,6 +122,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		MaxParallelRestores: cfg.MaxParallelRestores,
 		DefaultPoolSize:     cfg.TemplatePoolSize,
 	}, st, images, rt, snaps, pool, log)
+	netp, err := openNetworking(ctx, cfg, st, fw, log)
+	if err != nil {
+		return err
+	}
+	m.SetNetworking(netp.sandbox)
+	defer netp.services.Close()
 	acct := newAccounts(cfg, st, m, log)
 	if err := m.Recover(ctx); err != nil {
 		return fmt.Errorf("recovering sandboxes: %w", err)
@@ -137,7 +143,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("listening on %s: %w; is another warren server running? pass --listen", cfg.Listen, err)
 	}
 	srv := &http.Server{
-		Handler:           acct.wire(server.New(m, images, st, build, log, Version, rt.BuildID())),
+		Handler:           netp.wire(acct.wire(server.New(m, images, st, build, log, Version, rt.BuildID()))),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
@@ -164,6 +170,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			log.Warn("removing the sandbox firewall", "table", fw.Table, "err", err)
 		}
 		rt.Release()
+		if err := netp.volumes.UnmountAll(sctx); err != nil {
+			log.Warn("unmounting volumes", "err", err)
+		}
 	}
 	return nil
 }

@@ -32,6 +32,7 @@ type Server struct {
 	version   string
 	runsc     string
 	mux       *http.ServeMux
+	netw      *networking // volumes and credentials (volumes.go)
 	acct      Accounts
 	e2b       *e2b.Handler // E2B's SDKs (internal/e2b)
 }
@@ -72,6 +73,11 @@ func (s *Server) routes() {
 	s.usageRoutes()
 	s.eventRoutes()
 	s.metricsRoutes()
+
+	s.volumeRoutes()
+	s.networkRoutes()
+	s.portRoutes()
+	s.credentialRoutes()
 
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, fmt.Errorf("no such endpoint: %s %s; see api/openapi.yaml: %w", r.Method, r.URL.Path, api.ErrNotFound))
