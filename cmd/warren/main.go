@@ -115,6 +115,7 @@ admin key file.`,
 	root.AddCommand(c.insideCommands()...)
 	root.AddCommand(c.mcpCommand())
 	root.AddCommand(c.accountCommands()...)
+	root.AddCommand(c.networkCommands()...)
 	root.AddCommand(
 		c.versionCommand(),
 	)

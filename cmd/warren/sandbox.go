@@ -23,6 +23,7 @@ func (c *cli) createCommand() *cobra.Command {
 		cpus           float64
 		memory, disk   int64
 		envs, metadata []string
+		nf             netFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "create",
@@ -37,6 +38,9 @@ so that ID=$(warren create) works. With --json, print the whole sandbox.`,
 				return err
 			}
 			if req.Metadata, err = parseKV("--metadata", metadata); err != nil {
+				return err
+			}
+			if err := nf.apply(&req); err != nil {
 				return err
 			}
 			fl := cmd.Flags()
@@ -74,6 +78,7 @@ so that ID=$(warren create) works. With --json, print the whole sandbox.`,
 	fl.Int64Var(&disk, "disk", 0, "disk in MB (default: the server's)")
 	fl.StringArrayVar(&envs, "env", nil, "environment variable K=V of every command (repeatable)")
 	fl.StringArrayVar(&metadata, "metadata", nil, "metadata K=V to find the sandbox by (repeatable)")
+	nf.register(fl)
 	return cmd
 }
 
