@@ -186,6 +186,37 @@ func TestE2BSDK(t *testing.T) {
 	await sbx.files.write('/tmp/gz.txt', 'zipped', { gzip: true });
 	assert.equal(await sbx.files.read('/tmp/gz.txt'), 'zipped');
 
+	step('watchDir');
+	await sbx.files.makeDir('/tmp/w');
+	const events = [];
+	const watch = await sbx.files.watchDir('/tmp/w', (ev) => { events.push(ev.type + ' ' + ev.name); }, { recursive: true });
+	await sbx.files.write('/tmp/w/new.txt', 'x');
+	const waitFor = async (what) => {
+		for (let i = 0; i < 100 && !events.includes(what); i++) await new Promise((r) => setTimeout(r, 50));
+		assert.ok(events.includes(what), 'saw ' + what + ' in ' + JSON.stringify(events));
+	};
+	await waitFor('create new.txt');
+	await sbx.files.remove('/tmp/w/new.txt');
+	await waitFor('remove new.txt');
+	await watch.stop();
+	await assert.rejects(sbx.files.watchDir('/tmp/nodir', () => {}));
+
+	step('pty');
+	let term = '';
+	const decoder = new TextDecoder();
+	const pty = await sbx.pty.create({ cols: 100, rows: 30, onData: (d) => { term += decoder.decode(d); } });
+	assert.ok((await sbx.commands.list()).some((p) => p.pid === pty.pid), 'the terminal is listed');
+	await sbx.pty.resize(pty.pid, { cols: 120, rows: 40 });
+	await sbx.pty.sendInput(pty.pid, new TextEncoder().encode('stty size; echo pty-$((6*7))\n'));
+	for (let i = 0; i < 100 && !term.includes('pty-42'); i++) await new Promise((r) => setTimeout(r, 50));
+	assert.ok(term.includes('pty-42'), 'terminal output: ' + JSON.stringify(term));
+	assert.ok(term.includes('40 120'), 'resized: ' + JSON.stringify(term));
+	await sbx.pty.sendInput(pty.pid, new TextEncoder().encode('exit 5\n'));
+	await assert.rejects(pty.wait(), (e) => { assert.equal(e.exitCode, 5); return true; });
+	const pty2 = await sbx.pty.create({ cols: 80, rows: 24, onData: () => {} });
+	assert.equal(await sbx.pty.kill(pty2.pid), true);
+	await assert.rejects(pty2.wait());
+
 	step('control plane: getInfo, list, setTimeout');
 	const det = await sbx.getInfo();
 	assert.equal(det.sandboxId, sbx.sandboxId);

@@ -62,6 +62,9 @@ type Handler struct {
 
 	tokens sync.Map // verified access token -> tokenGrant
 	tags   sync.Map // sandbox id + "/" + tag -> pid
+	ptys   sync.Map // sandbox id + "/" + pid -> *ptySession
+
+	followers followers // streams following each job (process.go)
 }
 
 // New returns the E2B handler.

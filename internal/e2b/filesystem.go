@@ -73,7 +73,7 @@ func (h *Handler) serveFilesystem(w http.ResponseWriter, r *http.Request, c *san
 	case "Remove":
 		err = h.remove(w, r, c)
 	case "WatchDir":
-		streamError(w, errUnimplemented("watching directories is not served by Warren's E2B facade yet"))
+		h.watchDir(w, r, c)
 		return
 	default:
 		err = errUnimplemented("filesystem.Filesystem/%s is not served by Warren", method)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/warrenhq/warren/api"
 )
 
@@ -66,6 +68,7 @@ type startEvent struct {
 type dataEvent struct {
 	Stdout []byte `json:"stdout,omitempty"`
 	Stderr []byte `json:"stderr,omitempty"`
+	PTY    []byte `json:"pty,omitempty"`
 }
 
 type endEvent struct {
@@ -99,8 +102,10 @@ func (h *Handler) serveProcess(w http.ResponseWriter, r *http.Request, c *sandbo
 		err = h.sendInput(w, r, c)
 	case "CloseStdin":
 		err = h.closeStdin(w, r, c)
+	case "Update":
+		err = h.update(w, r, c)
 	default:
-		err = errUnimplemented("process.Process/%s is not served by Warren (terminals: use Warren's /pty)", method)
+		err = errUnimplemented("process.Process/%s is not served by Warren", method)
 	}
 	if err != nil {
 		writeUnaryError(w, err)
@@ -114,7 +119,7 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request, c *sandboxCall) 
 		return
 	}
 	if req.PTY != nil {
-		streamError(w, errUnimplemented("PTY processes are not served by Warren's E2B facade yet; use Warren's terminal (/pty)"))
+		h.startPty(w, r, c, req)
 		return
 	}
 	if req.Process.Cmd == "" {
@@ -156,25 +161,14 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request, c *sandboxCall) 
 // follow streams job's start event, its output from the given offsets,
 // and its end, then the end of the stream.
 func (h *Handler) follow(w http.ResponseWriter, r *http.Request, c *sandboxCall, job api.Job, outFrom, errFrom int64) {
+	last := h.followers.add(c.id + "/" + job.ID)
+	defer last()
 	s := newStream(w)
 	ctx := r.Context()
 	if err := s.send(eventMessage{Event: processEvent{Start: &startEvent{PID: uint32(job.PID)}}}); err != nil {
 		return
 	}
-	stop := make(chan struct{})
-	go func() {
-		t := time.NewTicker(keepaliveEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				_ = s.send(eventMessage{Event: processEvent{Keepalive: &struct{}{}}})
-			}
-		}
-	}()
-	defer close(stop)
+	defer h.keepalive(s)()
 
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
@@ -212,8 +206,9 @@ func (h *Handler) follow(w http.ResponseWriter, r *http.Request, c *sandboxCall,
 	}
 	_ = s.send(eventMessage{Event: processEvent{End: toEnd(end)}})
 	s.end(nil)
-	// envd forgets a process once it has ended; so does the agent.
-	if end.State != api.JobRunning {
+	// envd forgets a process once it has ended; so does the agent, once
+	// the last stream that follows it is done.
+	if last() && end.State != api.JobRunning {
 		if err := c.agent.DeleteJob(ctx, job.ID); err != nil {
 			h.log.Debug("forgetting an ended process", "sandbox_id", c.id, "job", job.ID, "err", err)
 		}
@@ -280,6 +275,9 @@ func (h *Handler) pump(ctx context.Context, c *sandboxCall, jobID, name string, 
 
 // jobOf finds the running job a selector names.
 func (h *Handler) jobOf(ctx context.Context, c *sandboxCall, sel processSelector) (api.Job, error) {
+	if h.ptyOf(c, h.resolveTag(c, sel)) != nil {
+		return api.Job{}, errUnimplemented("this is a PTY process: send it pty input, resize it or kill it")
+	}
 	var pid uint32
 	switch {
 	case sel.PID != nil:
@@ -357,6 +355,7 @@ func (h *Handler) listProcesses(w http.ResponseWriter, r *http.Request, c *sandb
 		}
 		out.Processes = append(out.Processes, info)
 	}
+	out.Processes = append(out.Processes, h.listPtys(c)...)
 	writeUnary(w, out)
 	return nil
 }
@@ -376,6 +375,11 @@ func (h *Handler) sendSignal(w http.ResponseWriter, r *http.Request, c *sandboxC
 	case "SIGNAL_SIGKILL", "9", "":
 	default:
 		return &connectError{Code: "invalid_argument", Message: fmt.Sprintf("signal %q: use SIGNAL_SIGTERM or SIGNAL_SIGKILL", req.Signal)}
+	}
+	if p := h.ptyOf(c, h.resolveTag(c, req.Process)); p != nil {
+		p.kill() // the agent hangs the shell up
+		writeUnary(w, struct{}{})
+		return nil
 	}
 	j, err := h.jobOf(r.Context(), c, req.Process)
 	if err != nil {
@@ -399,8 +403,19 @@ func (h *Handler) sendInput(w http.ResponseWriter, r *http.Request, c *sandboxCa
 	if err := readUnary(r, &req); err != nil {
 		return err
 	}
+	if p := h.ptyOf(c, h.resolveTag(c, req.Process)); p != nil {
+		data := req.Input.PTY
+		if data == nil {
+			data = req.Input.Stdin
+		}
+		if err := p.write(r.Context(), websocket.MessageBinary, data); err != nil {
+			return fmt.Errorf("writing to the terminal: %v: %w", err, api.ErrUnavailable)
+		}
+		writeUnary(w, struct{}{})
+		return nil
+	}
 	if req.Input.PTY != nil {
-		return errUnimplemented("PTY input is not served by Warren's E2B facade yet")
+		return &connectError{Code: "not_found", Message: "no PTY process with that pid"}
 	}
 	j, err := h.jobOf(r.Context(), c, req.Process)
 	if err != nil {
@@ -429,4 +444,32 @@ func (h *Handler) closeStdin(w http.ResponseWriter, r *http.Request, c *sandboxC
 	}
 	writeUnary(w, struct{}{})
 	return nil
+}
+
+// followers counts the streams following each job, so that the last one
+// to finish, and only it, has the agent forget the job.
+type followers struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// add counts a follower of key; the returned func uncounts it (the first
+// time it is called) and reports whether it was the last.
+func (f *followers) add(key string) (last func() bool) {
+	f.mu.Lock()
+	if f.n == nil {
+		f.n = map[string]int{}
+	}
+	f.n[key]++
+	f.mu.Unlock()
+	return sync.OnceValue(func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.n[key]--
+		if f.n[key] > 0 {
+			return false
+		}
+		delete(f.n, key)
+		return true
+	})
 }
