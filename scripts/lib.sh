@@ -14,7 +14,7 @@ need_root() {
 
 # install_packages installs the Debian packages Warren needs that are missing.
 install_packages() {
-	local want=(iproute2 nftables debootstrap ca-certificates make git busybox-static python3 python3-venv) missing=()
+	local want=(iproute2 nftables debootstrap ca-certificates make git busybox-static python3 python3-venv e2fsprogs) missing=()
 	for p in "${want[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 	done
