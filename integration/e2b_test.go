@@ -231,6 +231,10 @@ func TestE2BSDK(t *testing.T) {
 	const counter = await sbx.commands.run('i=0; while :; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.1; done', { background: true });
 	assert.equal(await sbx.pause(), true);
 	assert.equal(await sbx.isRunning(), false);
+	// The pause ends the open stream of the background process at once.
+	const t0 = Date.now();
+	await assert.rejects(counter.wait());
+	assert.ok(Date.now() - t0 < 3000, 'the stream ended ' + (Date.now() - t0) + ' ms after the pause');
 	const again = await Sandbox.connect(sbx.sandboxId);
 	assert.equal((await again.commands.run('cat /tmp/kept')).stdout, 'kept\n');
 	assert.ok((await again.commands.list()).some((p) => p.pid === counter.pid), 'the process survived the pause');

@@ -65,12 +65,14 @@ type Handler struct {
 	ptys   sync.Map // sandbox id + "/" + pid -> *ptySession
 
 	followers followers // streams following each job (process.go)
+	streams   streamSet // open streams by sandbox (streams.go)
 }
 
 // New returns the E2B handler.
 func New(m *sandbox.Manager, keys Keys, log *slog.Logger) *Handler {
 	h := &Handler{m: m, keys: keys, log: log.With("surface", "e2b"), mux: http.NewServeMux()}
 	h.controlRoutes()
+	m.Observe(h)
 	return h
 }
 

@@ -59,6 +59,11 @@ func (h *Handler) serveEnvd(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	defer h.m.Begin(id)()
+	if isStreaming(r.URL.Path) {
+		var done func()
+		r, done = h.trackStream(r, id)
+		defer done()
+	}
 	call := &sandboxCall{id: id, team: team, agent: c}
 	switch {
 	case r.URL.Path == "/files" && r.Method == http.MethodGet:

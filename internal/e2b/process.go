@@ -181,6 +181,10 @@ func (h *Handler) follow(w http.ResponseWriter, r *http.Request, c *sandboxCall,
 		}()
 	}
 	wg.Wait()
+	if err := stoppedErr(ctx, c.id); err != nil {
+		s.end(err)
+		return
+	}
 	if ctx.Err() != nil {
 		return // the client went away; the process goes on
 	}

@@ -91,6 +91,10 @@ func (h *Handler) startPty(w http.ResponseWriter, r *http.Request, c *sandboxCal
 	for {
 		typ, b, err := conn.Read(ctx)
 		if err != nil {
+			if serr := stoppedErr(r.Context(), c.id); serr != nil {
+				s.end(serr)
+				return
+			}
 			if r.Context().Err() != nil {
 				return // the client went away: the terminal hangs up
 			}

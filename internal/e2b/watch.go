@@ -89,12 +89,17 @@ func (h *Handler) watchDir(w http.ResponseWriter, r *http.Request, c *sandboxCal
 	for {
 		select {
 		case <-ctx.Done():
+			if err := stoppedErr(ctx, c.id); err != nil {
+				s.end(err)
+			}
 			return
 		case <-tick.C:
 		}
 		now, err := look()
 		if err != nil {
-			if ctx.Err() == nil {
+			if serr := stoppedErr(ctx, c.id); serr != nil {
+				s.end(serr)
+			} else if ctx.Err() == nil {
 				s.end(err)
 			}
 			return
