@@ -67,6 +67,13 @@ func newTeam(t *testing.T, s *Server, name string) string {
 				t.Errorf("deleting %s's sandbox %s: %v", name, sb.ID, err)
 			}
 		}
+		if vs, err := c.ListVolumes(ctx); err == nil {
+			for _, v := range vs {
+				if err := c.DeleteVolume(ctx, v.Name); err != nil {
+					t.Errorf("deleting %s's volume %s: %v", name, v.Name, err)
+				}
+			}
+		}
 	})
 	return k.Secret
 }
@@ -144,6 +151,14 @@ func TestAccountsCrossTeam(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	volA, err := a.CreateVolume(ctx, api.CreateVolumeRequest{Name: "vol-a", SizeMB: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	credA, err := a.CreateCredential(ctx, api.CreateCredentialRequest{Name: "cred-a", URL: "https://git.example/", Username: "a", Secret: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	keysA, err := s.Client.ListKeys(ctx, "alpha")
 	if err != nil || len(keysA) != 1 {
 		t.Fatalf("alpha's keys: %v, %v", keysA, err)
@@ -158,8 +173,8 @@ func TestAccountsCrossTeam(t *testing.T) {
 		"/v1/sandboxes/{id}": sbA.ID, "/v1/snapshots/{id}": snA.ID, "/v1/templates/{name}": tplA.Name,
 		"/v1/webhooks/{id}": whA.ID, "/v1/keys/{id}": keysA[0].ID, "/v1/teams/{team}": "alpha",
 		"/v1/images/{name}": "debian:bookworm", "{job}": job.ID, "/shells/{name}": "sh-a",
-		"/contexts/{name}": "default", "{port}": "8000", "{rest}": "x", "/v1/volumes/{name}": "vol-a",
-		"/v1/credentials/{name}": "cred-a",
+		"/contexts/{name}": "default", "{port}": "8000", "{rest}": "x", "/v1/volumes/{name}": volA.Name,
+		"/v1/credentials/{name}": credA.Name,
 	}
 	fill := func(path string) string {
 		return pathParam.ReplaceAllStringFunc(path, func(param string) string {
@@ -176,7 +191,7 @@ func TestAccountsCrossTeam(t *testing.T) {
 	}
 	bodies := map[string]string{
 		"/revert": fmt.Sprintf(`{"snapshot":%q}`, snA.ID), "/fork": `{"count":1}`, "/exec": `{"command":"true"}`,
-		"/shells": `{"name":"x"}`, "/code": `{"code":"1"}`, "/contexts": `{"name":"x"}`, "/quota": `{"running_sandboxes":100}`,
+		"/network": `{"egress":"none"}`, "/shells": `{"name":"x"}`, "/code": `{"code":"1"}`, "/contexts": `{"name":"x"}`, "/quota": `{"running_sandboxes":100}`,
 	}
 	adminOnly := func(method, path string) bool {
 		return strings.HasPrefix(path, "/v1/keys") || path == "/v1/teams" ||
@@ -247,6 +262,15 @@ func TestAccountsCrossTeam(t *testing.T) {
 	if ws, _ := b.ListWebhooks(ctx); len(ws) != 0 {
 		t.Errorf("team B's webhooks: got %+v", ws)
 	}
+	if vs, _ := b.ListVolumes(ctx); len(vs) != 0 {
+		t.Errorf("team B's volumes: got %+v", vs)
+	}
+	if cs, _ := b.ListCredentials(ctx); len(cs) != 0 {
+		t.Errorf("team B's credentials: got %+v", cs)
+	}
+	if _, err := b.CreateSandbox(ctx, api.CreateSandboxRequest{Volumes: []api.VolumeMount{{Volume: volA.Name, Path: "/data"}}}); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("team B mounting A's volume: got %v, want not found", err)
+	}
 	u, err := b.Usage(ctx, client.UsageOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -288,6 +312,12 @@ func TestAccountsCrossTeam(t *testing.T) {
 	}
 	if ws, _ := a.ListWebhooks(ctx); len(ws) != 1 {
 		t.Errorf("A's webhooks: got %+v", ws)
+	}
+	if _, err := a.GetVolume(ctx, volA.Name); err != nil {
+		t.Errorf("A's volume: %v", err)
+	}
+	if cs, _ := a.ListCredentials(ctx); len(cs) != 1 {
+		t.Errorf("A's credentials: got %+v", cs)
 	}
 	if keys, _ := s.Client.ListKeys(ctx, "alpha"); len(keys) != 1 || keys[0].RevokedAt != nil {
 		t.Errorf("A's key: got %+v", keys)
