@@ -154,7 +154,11 @@ func writeKeyTable(w io.Writer, keys []api.Key, now time.Time) error {
 		if k.Admin {
 			name = "(admin)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s...\t%s\t%s\n", k.ID, k.Team, orDash(name), k.Prefix, age(k.CreatedAt, now), revoked)
+		prefix := "-"
+		if k.Prefix != "" {
+			prefix = k.Prefix + "..."
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Team, orDash(name), prefix, age(k.CreatedAt, now), revoked)
 	}
 	return tw.Flush()
 }

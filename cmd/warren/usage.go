@@ -93,8 +93,9 @@ func writeUsageTable(w io.Writer, u api.Usage) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "prices: $%g per vCPU-second, $%g per GB-second of memory, $%g per GB-month of storage above %g GB free (saved $%.4f)\n",
-		u.Prices.VCPUSecond, u.Prices.MemoryGBSecond, u.Prices.StorageGBMonth, u.Prices.StorageFreeGB, u.Total.Cost.StorageFree)
+	_, err := fmt.Fprintf(w, "prices: $%s per vCPU-second, $%s per GB-second of memory, $%s per GB-month of storage above %s GB free (saved $%.4f)\n",
+		formatFloat(u.Prices.VCPUSecond), formatFloat(u.Prices.MemoryGBSecond), formatFloat(u.Prices.StorageGBMonth),
+		formatFloat(u.Prices.StorageFreeGB), u.Total.Cost.StorageFree)
 	return err
 }
 

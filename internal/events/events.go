@@ -165,7 +165,9 @@ func (h *Hub) loop(ctx context.Context) {
 
 func (h *Hub) prune(ctx context.Context) {
 	if n, err := h.st.PruneEvents(ctx, time.Now().Add(-h.cfg.Retention)); err != nil {
-		h.log.Warn("events: pruning", "err", err)
+		if ctx.Err() == nil {
+			h.log.Warn("events: pruning", "err", err)
+		}
 	} else if n > 0 {
 		h.log.Debug("events: pruned", "events", n)
 	}
