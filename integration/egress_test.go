@@ -287,11 +287,15 @@ func TestNetworkEgress(t *testing.T) {
 		}
 		return got
 	}
-	// The peer's server answers the host: the probe can succeed.
-	if resp, err := http.Get("http://" + peerAddr.String() + ":8081/"); err != nil {
-		t.Errorf("the peer's server does not answer the host: %v", err)
-	} else {
-		resp.Body.Close()
+	// The peer's server answers the host: a probe of it can succeed.
+	if !waitFor(30*time.Second, func() bool {
+		resp, err := http.Get("http://" + peerAddr.String() + ":8081/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	}) {
+		t.Errorf("the peer's server does not answer the host")
 	}
 
 	t.Run("none", func(t *testing.T) {
