@@ -175,6 +175,8 @@ func fileContains(p string, needle []byte) bool {
 // secret is nowhere in the sandbox's disk, processes' environments or
 // memory, nor in a snapshot; other teams cannot see or use it.
 func TestCredentialsGit(t *testing.T) {
+	RequiresRoot(t)
+	keepForwarding(t) // a sandbox below has egress open
 	secret := "wsecret-" + randHex(20)
 	gitURL, root := gitServer(t, "alice", secret)
 	s := StartServer(t)

@@ -3,6 +3,7 @@ package network
 import (
 	"errors"
 	"net/netip"
+	"os"
 	"reflect"
 	"testing"
 
@@ -85,5 +86,17 @@ func TestAllowsName(t *testing.T) {
 	}
 	if (Policy{}).AllowsName("example.com") {
 		t.Errorf("none: got true, want false")
+	}
+}
+
+func TestHostUpstreams(t *testing.T) {
+	p := t.TempDir() + "/resolv.conf"
+	os.WriteFile(p, []byte("# comment\nsearch example\nnameserver 192.0.2.53\nnameserver fd00::53\nnameserver bogus\noptions ndots:1\n"), 0o644)
+	got := HostUpstreams(p)
+	if want := []string{"192.0.2.53:53", "[fd00::53]:53"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("HostUpstreams: got %v, want %v", got, want)
+	}
+	if got := HostUpstreams(p + ".missing"); got != nil {
+		t.Errorf("a missing file: got %v, want none", got)
 	}
 }

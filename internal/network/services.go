@@ -42,8 +42,6 @@ type Services struct {
 
 	mu    sync.Mutex
 	links map[string]*attachment // by veth
-	// forwarding is set once IPv4 forwarding is known to be on.
-	forwarding atomic.Bool
 }
 
 type attachment struct {
@@ -214,11 +212,10 @@ const ipForward = "/proc/sys/net/ipv4/ip_forward"
 // enableForwarding turns on IPv4 forwarding, which a policy that lets a
 // sandbox out needs. The firewall's forward chain keeps every sandbox to
 // its policy; forwarding between the host's other interfaces is the host
-// firewall's business, as it is with any container runtime.
+// firewall's business, as it is with any container runtime. It looks each
+// time, so that a host that turned it off gets it back at the next policy
+// applied.
 func (s *Services) enableForwarding() error {
-	if s.forwarding.Load() {
-		return nil
-	}
 	b, err := os.ReadFile(ipForward)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", ipForward, err)
@@ -231,7 +228,6 @@ func (s *Services) enableForwarding() error {
 			s.Log.Info("enabled IPv4 forwarding (net.ipv4.ip_forward=1) for sandbox egress")
 		}
 	}
-	s.forwarding.Store(true)
 	return nil
 }
 
