@@ -437,6 +437,23 @@ func TestE2BConnectFraming(t *testing.T) {
 		t.Fatalf("read a missing file: got %d %s, want 404", resp.StatusCode, b)
 	}
 
+	// Network: E2B's allow/deny lists as Warren egress policies.
+	resp, b = do("PUT", "/sandboxes/"+sbx.SandboxID+"/network", api, []byte(`{"denyOut":["0.0.0.0/0"],"allowOut":["1.1.1.1/32","example.com"]}`))
+	if resp.StatusCode != 204 {
+		t.Fatalf("update network: got %d %s", resp.StatusCode, b)
+	}
+	got, err := s.Client.GetSandbox(ctxT(t), sbx.SandboxID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := fmt.Sprint(got.Network.Egress); g != "[1.1.1.1/32 example.com]" {
+		t.Errorf("egress after update: got %s, want [1.1.1.1/32 example.com]", g)
+	}
+	resp, b = do("PUT", "/sandboxes/"+sbx.SandboxID+"/network", api, []byte(`{"denyOut":["10.0.0.0/8"]}`))
+	if resp.StatusCode != 400 || !strings.Contains(string(b), `"code":400`) {
+		t.Errorf("a deny list: got %d %s, want 400", resp.StatusCode, b)
+	}
+
 	// Pause: 204, then 409 with code 409; the gateway answers 502.
 	resp, b = do("POST", fmt.Sprintf("/sandboxes/%s/pause", sbx.SandboxID), api, nil)
 	if resp.StatusCode != 204 {

@@ -124,6 +124,7 @@ func (h *Handler) controlRoutes() {
 	h.handle("GET /snapshots", h.listSnapshots)
 	h.handle("DELETE /templates/{id}", h.deleteSnapshot)
 	h.handle("POST /sandboxes/{id}/fork", h.fork)
+	h.handle("PUT /sandboxes/{id}/network", h.updateNetwork)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, fmt.Errorf("Warren's E2B facade does not serve %s %s: %w", r.Method, r.URL.Path, api.ErrNotFound))
 	})
@@ -196,6 +197,7 @@ type newSandboxV2 struct {
 	EnvVars     map[string]string `json:"envVars"`
 	AutoPause   *bool             `json:"autoPause"`
 	AllowInet   *bool             `json:"allow_internet_access"`
+	Network     *networkJSON      `json:"network"`
 	Secure      *bool             `json:"secure"`
 	AutoResume  json.RawMessage   `json:"autoResume"`
 	VolumeMount json.RawMessage   `json:"volumeMounts"`
@@ -228,8 +230,16 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, k store.Key) er
 		timeout = *body.Timeout
 	}
 	req.Idle = &api.IdlePolicy{TimeoutS: timeout, Action: "pause"}
-	if body.AllowInet != nil && *body.AllowInet {
-		req.Network = &api.Network{Egress: "open"}
+	if body.AllowInet != nil || body.Network != nil {
+		n := networkJSON{AllowInet: body.AllowInet}
+		if body.Network != nil {
+			n.AllowOut, n.DenyOut = body.Network.AllowOut, body.Network.DenyOut
+		}
+		egress, err := n.egress()
+		if err != nil {
+			return err
+		}
+		req.Network = &api.Network{Egress: egress}
 	}
 	sb, err := h.m.Create(r.Context(), k.TeamID, req)
 	if err != nil {
@@ -483,5 +493,49 @@ func (h *Handler) fork(w http.ResponseWriter, r *http.Request, k store.Key) erro
 		out = append(out, result{Sandbox: &s})
 	}
 	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+// networkJSON is the part of E2B's network config Warren's egress policies
+// can express: all traffic, none, or an allowlist of CIDRs and names.
+type networkJSON struct {
+	AllowInet *bool    `json:"allow_internet_access"`
+	AllowOut  []string `json:"allowOut"`
+	DenyOut   []string `json:"denyOut"`
+}
+
+const allTraffic = "0.0.0.0/0"
+
+// egress is n as a Warren egress policy.
+func (n networkJSON) egress() (any, error) {
+	denyAll := n.AllowInet != nil && !*n.AllowInet
+	for _, d := range n.DenyOut {
+		if d != allTraffic {
+			return nil, fmt.Errorf("denyOut %q: Warren's egress policies are allowlists; deny %s and list what is allowed in allowOut: %w", d, allTraffic, api.ErrInvalid)
+		}
+		denyAll = true
+	}
+	switch {
+	case len(n.AllowOut) > 0 && denyAll:
+		return n.AllowOut, nil
+	case denyAll:
+		return "none", nil
+	}
+	return "open", nil
+}
+
+func (h *Handler) updateNetwork(w http.ResponseWriter, r *http.Request, k store.Key) error {
+	var body networkJSON
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	egress, err := body.egress()
+	if err != nil {
+		return err
+	}
+	if _, err := h.m.SetNetwork(r.Context(), k.TeamID, r.PathValue("id"), api.NetworkPatch{Egress: egress}); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
