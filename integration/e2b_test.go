@@ -145,6 +145,13 @@ func TestE2BSDK(t *testing.T) {
 	assert.equal(await sbx.files.read('/tmp/hello.txt'), 'hello warren');
 	assert.equal((await sbx.commands.run('cat /tmp/hello.txt')).stdout, 'hello warren');
 
+	step('relative paths are in the working directory');
+	await sbx.files.write('rel.txt', 'relative');
+	const wd = (await sbx.commands.run('pwd')).stdout.trim();
+	assert.equal((await sbx.commands.run('cat rel.txt')).stdout, 'relative');
+	assert.equal(await sbx.files.read(wd + '/rel.txt'), 'relative');
+	assert.equal(await sbx.files.exists('rel.txt'), true);
+
 	step('files dirs');
 	assert.equal(await sbx.files.makeDir('/tmp/d/e'), true);
 	assert.equal(await sbx.files.makeDir('/tmp/d/e'), false);
@@ -249,6 +256,10 @@ func TestE2BSDK(t *testing.T) {
 	const fromSnap = await Sandbox.create(snap.snapshotId);
 	assert.equal(await fromSnap.files.read('/tmp/snap.txt'), 'in snapshot');
 	await fromSnap.kill();
+	const byName = await Sandbox.create('e2b-snap');
+	assert.equal(await byName.files.read('/tmp/snap.txt'), 'in snapshot');
+	await byName.kill();
+	await assert.rejects(Sandbox.create('no-such-template'));
 	const [forked] = await again.fork();
 	assert.ok(!(forked instanceof Error), String(forked));
 	assert.equal(await forked.files.read('/tmp/snap.txt'), 'in snapshot');

@@ -214,13 +214,11 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, k store.Key) er
 	case strings.HasPrefix(tpl, "sn-"):
 		req.Snapshot = tpl
 	default:
-		if _, err := h.m.GetTemplate(r.Context(), k.TeamID, tpl); err == nil {
-			req.Template = tpl
-		} else if errors.Is(err, api.ErrNotFound) {
-			req.Image = tpl
-		} else {
+		src, err := h.source(r.Context(), k.TeamID, tpl)
+		if err != nil {
 			return err
 		}
+		req.Template, req.Snapshot, req.Image = src.Template, src.Snapshot, src.Image
 	}
 	// E2B's timeout ends a sandbox nobody extends; Warren's nearest is the
 	// idle policy, and Warren keeps the sandbox (paused) rather than
@@ -250,6 +248,28 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, k store.Key) er
 	}
 	writeJSON(w, http.StatusCreated, h.toSandbox(sb, k))
 	return nil
+}
+
+// source is what a templateID names, in this order: a Warren template, a
+// snapshot's name (createSnapshot's name), else an image.
+func (h *Handler) source(ctx context.Context, team, tpl string) (api.CreateSandboxRequest, error) {
+	_, err := h.m.GetTemplate(ctx, team, tpl)
+	switch {
+	case err == nil:
+		return api.CreateSandboxRequest{Template: tpl}, nil
+	case !errors.Is(err, api.ErrNotFound):
+		return api.CreateSandboxRequest{}, err
+	}
+	sns, err := h.m.ListSnapshots(ctx, store.SnapshotFilter{Team: team, Kind: "manual"})
+	if err != nil {
+		return api.CreateSandboxRequest{}, err
+	}
+	for i := len(sns) - 1; i >= 0; i-- { // the newest of that name
+		if sns[i].Name == tpl {
+			return api.CreateSandboxRequest{Snapshot: sns[i].ID}, nil
+		}
+	}
+	return api.CreateSandboxRequest{Image: tpl}, nil
 }
 
 // waitAgent returns once the sandbox's agent answers: the SDK does not poll

@@ -66,6 +66,7 @@ type Handler struct {
 
 	followers followers // streams following each job (process.go)
 	streams   streamSet // open streams by sandbox (streams.go)
+	workdirs  sync.Map  // sandbox id -> its working directory (filesystem.go)
 }
 
 // New returns the E2B handler.

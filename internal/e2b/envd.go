@@ -116,7 +116,10 @@ type entryJSON struct {
 }
 
 func (h *Handler) readFile(w http.ResponseWriter, r *http.Request, c *sandboxCall) error {
-	p := r.URL.Query().Get("path")
+	p, err := h.abs(r.Context(), c, r.URL.Query().Get("path"))
+	if err != nil {
+		return err
+	}
 	if p == "" {
 		return fmt.Errorf("path is required: %w", api.ErrInvalid)
 	}
@@ -134,7 +137,10 @@ func (h *Handler) readFile(w http.ResponseWriter, r *http.Request, c *sandboxCal
 // writeFiles serves POST /files: multipart (a part named "file" per file,
 // its filename the destination unless path is set) or a raw body for path.
 func (h *Handler) writeFiles(w http.ResponseWriter, r *http.Request, c *sandboxCall) error {
-	p := r.URL.Query().Get("path")
+	p, err := h.abs(r.Context(), c, r.URL.Query().Get("path"))
+	if err != nil {
+		return err
+	}
 	var body io.Reader = r.Body
 	if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
 		gz, err := gzip.NewReader(r.Body)
@@ -179,6 +185,9 @@ func (h *Handler) writeFiles(w http.ResponseWriter, r *http.Request, c *sandboxC
 		}
 		if dest == "" {
 			return fmt.Errorf("a file part has no filename and the call no path: %w", api.ErrInvalid)
+		}
+		if dest, err = h.abs(r.Context(), c, dest); err != nil {
+			return err
 		}
 		e, err := c.agent.WriteFile(r.Context(), dest, part, 0)
 		part.Close()

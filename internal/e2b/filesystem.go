@@ -93,6 +93,10 @@ func (h *Handler) stat(w http.ResponseWriter, r *http.Request, c *sandboxCall) e
 	if err := readUnary(r, &req); err != nil {
 		return err
 	}
+	var err error
+	if req.Path, err = h.abs(r.Context(), c, req.Path); err != nil {
+		return err
+	}
 	e, err := c.agent.Stat(r.Context(), req.Path)
 	if err != nil {
 		return err
@@ -104,6 +108,10 @@ func (h *Handler) stat(w http.ResponseWriter, r *http.Request, c *sandboxCall) e
 func (h *Handler) listDir(w http.ResponseWriter, r *http.Request, c *sandboxCall) error {
 	var req pathRequest
 	if err := readUnary(r, &req); err != nil {
+		return err
+	}
+	var err error
+	if req.Path, err = h.abs(r.Context(), c, req.Path); err != nil {
 		return err
 	}
 	depth := int(req.Depth)
@@ -142,6 +150,10 @@ func (h *Handler) makeDir(w http.ResponseWriter, r *http.Request, c *sandboxCall
 	if err := readUnary(r, &req); err != nil {
 		return err
 	}
+	var err error
+	if req.Path, err = h.abs(r.Context(), c, req.Path); err != nil {
+		return err
+	}
 	if _, err := c.agent.Stat(r.Context(), req.Path); err == nil {
 		return &connectError{Code: "already_exists", Message: fmt.Sprintf("%s already exists", req.Path)}
 	} else if !errors.Is(err, api.ErrNotFound) {
@@ -166,6 +178,13 @@ func (h *Handler) move(w http.ResponseWriter, r *http.Request, c *sandboxCall) e
 	if err := readUnary(r, &req); err != nil {
 		return err
 	}
+	var err error
+	if req.Source, err = h.abs(r.Context(), c, req.Source); err != nil {
+		return err
+	}
+	if req.Destination, err = h.abs(r.Context(), c, req.Destination); err != nil {
+		return err
+	}
 	if _, err := c.agent.Stat(r.Context(), req.Source); err != nil {
 		return err
 	}
@@ -188,9 +207,34 @@ func (h *Handler) remove(w http.ResponseWriter, r *http.Request, c *sandboxCall)
 	if err := readUnary(r, &req); err != nil {
 		return err
 	}
+	var err error
+	if req.Path, err = h.abs(r.Context(), c, req.Path); err != nil {
+		return err
+	}
 	if err := c.agent.Remove(r.Context(), req.Path, true); err != nil {
 		return err
 	}
 	writeUnary(w, struct{}{})
 	return nil
+}
+
+// abs resolves a relative path against the sandbox's working directory
+// (where commands start), as envd resolves one against the user's home.
+func (h *Handler) abs(ctx context.Context, c *sandboxCall, p string) (string, error) {
+	if p == "" || path.IsAbs(p) {
+		return p, nil
+	}
+	if dir, ok := h.workdirs.Load(c.id); ok {
+		return path.Join(dir.(string), p), nil
+	}
+	res, err := c.agent.Exec(ctx, api.ExecRequest{Cmd: []string{"pwd"}, TimeoutS: 10})
+	if err != nil {
+		return "", err
+	}
+	dir := strings.TrimSpace(res.Stdout)
+	if res.ExitCode != 0 || !path.IsAbs(dir) {
+		return "", fmt.Errorf("finding the working directory to resolve %q against: %s: %w", p, strings.TrimSpace(res.Stderr), api.ErrUnavailable)
+	}
+	h.workdirs.Store(c.id, dir)
+	return path.Join(dir, p), nil
 }

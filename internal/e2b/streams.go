@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/warrenhq/warren/api"
@@ -66,6 +67,15 @@ func (h *Handler) SandboxEvent(_ context.Context, ev sandbox.Event) {
 	switch ev.Kind {
 	case api.EventPaused, api.EventIdlePaused, api.EventDeleted, api.EventReverted, api.EventStored:
 		h.streams.stop(ev.SandboxID)
+	}
+	if ev.Kind == api.EventDeleted {
+		h.workdirs.Delete(ev.SandboxID)
+		h.tags.Range(func(k, _ any) bool {
+			if strings.HasPrefix(k.(string), ev.SandboxID+"/") {
+				h.tags.Delete(k)
+			}
+			return true
+		})
 	}
 }
 

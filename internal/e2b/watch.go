@@ -42,6 +42,11 @@ func (h *Handler) watchDir(w http.ResponseWriter, r *http.Request, c *sandboxCal
 		streamError(w, err)
 		return
 	}
+	var err error
+	if req.Path, err = h.abs(r.Context(), c, req.Path); err != nil {
+		streamError(w, err)
+		return
+	}
 	depth := 1
 	if req.Recursive {
 		depth = watchMaxDepth
