@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -241,9 +240,4 @@ func onlyFrom(addr netip.Addr, h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// ListenMarked listens on addr with sockets carrying ServiceMark.
-func ListenMarked(ctx context.Context, network, addr string) (net.Listener, error) {
-	return listenMarked().Listen(ctx, network, addr)
 }
