@@ -231,6 +231,9 @@ func TestE2BSDK(t *testing.T) {
 	const listed = await Sandbox.list().nextItems();
 	assert.ok(listed.some((x) => x.sandboxId === sbx.sandboxId));
 	await sbx.setTimeout(600_000);
+	const metrics = await sbx.getMetrics();
+	assert.equal(metrics.length, 1, JSON.stringify(metrics));
+	assert.ok(metrics[0].memUsed > 0 && metrics[0].memTotal >= metrics[0].memUsed && metrics[0].cpuCount >= 1, JSON.stringify(metrics));
 	assert.equal(await sbx.isRunning(), true);
 
 	step('pause and connect');

@@ -6,14 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/warrenhq/warren/api"
+	"github.com/warrenhq/warren/internal/metrics"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/store"
 )
@@ -424,13 +427,53 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, k store.Key) e
 	return nil
 }
 
-// metrics answers with no samples: Warren's per-sandbox metrics are on its
-// own API (GET /v1/sandboxes/{id}/metrics).
+// cgroupParent is the cgroup the daemon puts sandboxes under.
+const cgroupParent = "/warren"
+
+// metricJSON is E2B's SandboxMetric.
+type metricJSON struct {
+	Timestamp     time.Time `json:"timestamp"`
+	TimestampUnix int64     `json:"timestampUnix"`
+	CPUCount      int       `json:"cpuCount"`
+	CPUUsedPct    float64   `json:"cpuUsedPct"`
+	MemUsed       int64     `json:"memUsed"`
+	MemTotal      int64     `json:"memTotal"`
+	MemCache      int64     `json:"memCache"`
+	DiskUsed      int64     `json:"diskUsed"`
+	DiskTotal     int64     `json:"diskTotal"`
+}
+
+// metrics answers one sample, taken now from the sandbox's cgroup (CPU
+// use over a tenth of a second), whatever the range asked: Warren keeps no
+// history. A sandbox that does not run has none.
 func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, k store.Key) error {
-	if _, err := h.m.Get(r.Context(), k.TeamID, r.PathValue("id")); err != nil {
+	sb, err := h.m.Get(r.Context(), k.TeamID, r.PathValue("id"))
+	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, []any{})
+	out := []metricJSON{}
+	if sb.State == api.StateRunning && sb.RuntimeID != "" && !sb.Stored {
+		cg := path.Join(cgroupParent, sb.RuntimeID)
+		a, err := metrics.ReadCgroup(cg)
+		if err == nil {
+			t0 := time.Now()
+			time.Sleep(100 * time.Millisecond)
+			b, err := metrics.ReadCgroup(cg)
+			if err == nil {
+				cpus := h.toDetail(sb, k).CPUCount
+				pct := (b.CPUSeconds - a.CPUSeconds) / time.Since(t0).Seconds() / float64(cpus) * 100
+				total := b.MemoryLimitBytes
+				if total == 0 {
+					total = sb.MemoryMB << 20
+				}
+				now := time.Now().UTC()
+				out = append(out, metricJSON{Timestamp: now, TimestampUnix: now.Unix(), CPUCount: cpus,
+					CPUUsedPct: math.Round(max(pct, 0)*100) / 100, MemUsed: b.MemoryBytes, MemTotal: total,
+					DiskTotal: sb.DiskMB << 20})
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
