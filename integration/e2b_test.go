@@ -416,6 +416,38 @@ func TestE2BConnectFraming(t *testing.T) {
 		t.Fatalf("Start output: got %q %q, want %q %q", stdout, stderr, "hi\n", "err\n")
 	}
 
+	// A process whose client went away runs on, and is forgotten once it
+	// has ended; one that was followed to its end is forgotten at once.
+	req, _ := http.NewRequest("POST", base+"/process.Process/Start", bytes.NewReader(envelope(map[string]any{
+		"process": map[string]any{"cmd": "/bin/sh", "args": []string{"-c", "sleep 1; echo done > /tmp/left"}}})))
+	for k, v := range with(envd, "Content-Type", "application/connect+json") {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hdr [5]byte
+	io.ReadFull(resp.Body, hdr[:]) // the start event is out: the process runs
+	resp.Body.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		jobs, err := s.Client.ListJobs(ctxT(t), sbx.SandboxID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jobs still kept 20s after their processes ended: %+v", jobs)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, b = do("GET", "/files?path=/tmp/left", envd, nil); string(b) != "done\n" {
+		t.Fatalf("the process whose client went away did not finish: /tmp/left is %q", b)
+	}
+
 	// A streaming call that fails does so in the end-of-stream frame.
 	resp, b = do("POST", "/process.Process/Connect", with(envd, "Content-Type", "application/connect+json"), envelope(map[string]any{"process": map[string]any{"pid": 999999}}))
 	flags, msgs = connectFrames(t, b)

@@ -186,7 +186,12 @@ func (h *Handler) follow(w http.ResponseWriter, r *http.Request, c *sandboxCall,
 		return
 	}
 	if ctx.Err() != nil {
-		return // the client went away; the process goes on
+		// The client went away; the process goes on, and is forgotten
+		// once it ends unless someone follows it again.
+		if last() {
+			go h.forgetWhenEnded(c, job.ID)
+		}
+		return
 	}
 	for _, err := range errs {
 		if err != nil {
@@ -450,11 +455,44 @@ func (h *Handler) closeStdin(w http.ResponseWriter, r *http.Request, c *sandboxC
 	return nil
 }
 
+// forgetEvery is how often an unfollowed process is looked at, to forget
+// it once it has ended.
+const forgetEvery = 5 * time.Second
+
+// forgetWhenEnded has the agent forget job once it has ended, if nobody
+// follows it by then. It gives up when the agent stops answering (the
+// sandbox paused or went away).
+func (h *Handler) forgetWhenEnded(c *sandboxCall, jobID string) {
+	ctx := context.Background()
+	key := c.id + "/" + jobID
+	for {
+		time.Sleep(forgetEvery)
+		j, err := c.agent.Job(ctx, jobID)
+		if err != nil {
+			return
+		}
+		if j.State == api.JobRunning {
+			continue
+		}
+		if h.followers.count(key) == 0 {
+			_ = c.agent.DeleteJob(ctx, jobID)
+		}
+		return
+	}
+}
+
 // followers counts the streams following each job, so that the last one
 // to finish, and only it, has the agent forget the job.
 type followers struct {
 	mu sync.Mutex
 	n  map[string]int
+}
+
+// count is the number of streams following key.
+func (f *followers) count(key string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n[key]
 }
 
 // add counts a follower of key; the returned func uncounts it (the first
