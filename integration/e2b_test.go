@@ -285,6 +285,16 @@ func TestE2BSDK(t *testing.T) {
 	await ci.runCode('x = 40', { context: cx });
 	assert.equal((await ci.runCode('x + 2', { context: cx })).text, '42');
 	assert.equal((await ci.runCode('x')).text, '1');
+	const ctxs = await ci.listCodeContexts();
+	assert.ok(ctxs.some((c) => c.id === cx.id), JSON.stringify(ctxs));
+	await ci.restartCodeContext(cx);
+	const gone = await ci.runCode('x', { context: cx });
+	assert.equal(gone.error.name, 'NameError');
+	await ci.removeCodeContext(cx);
+	assert.ok(!(await ci.listCodeContexts()).some((c) => c.id === cx.id));
+	const out = [];
+	await ci.runCode('import sys; print("a"); print("b", file=sys.stderr)', { onStdout: (m) => out.push('out ' + m.line), onStderr: (m) => out.push('err ' + m.line) });
+	assert.deepEqual(out.sort(), ['err b\n', 'out a\n']);
 	await ci.kill();
 	`)
 }
