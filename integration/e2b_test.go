@@ -285,6 +285,10 @@ func TestE2BSDK(t *testing.T) {
 	await ci.runCode('x = 40', { context: cx });
 	assert.equal((await ci.runCode('x + 2', { context: cx })).text, '42');
 	assert.equal((await ci.runCode('x')).text, '1');
+	const rich = await ci.runCode('class H:\n    def _repr_html_(self): return "<b>hi</b>"\n    def __repr__(self): return "H()"\nH()');
+	assert.equal(rich.text, 'H()');
+	assert.equal(rich.results[0].html, '<b>hi</b>');
+	assert.equal((await ci.runCode('_')).text, 'H()', 'the probe for rich forms leaves _ alone');
 	const ctxs = await ci.listCodeContexts();
 	assert.ok(ctxs.some((c) => c.id === cx.id), JSON.stringify(ctxs));
 	await ci.restartCodeContext(cx);

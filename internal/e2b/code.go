@@ -108,7 +108,11 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request, c *sandboxCall
 		line(map[string]any{"type": "stderr", "text": res.Stderr, "timestamp": now})
 	}
 	if res.Result != "" {
-		line(map[string]any{"type": "result", "text": res.Result, "is_main_result": true})
+		result := map[string]any{"type": "result", "text": res.Result, "is_main_result": true}
+		for k, v := range h.richForms(r, c, req.ContextID) {
+			result[k] = v
+		}
+		line(result)
 	}
 	if res.Error != nil {
 		line(map[string]any{"type": "error", "name": res.Error.Name, "value": res.Error.Value, "traceback": res.Error.Traceback})
@@ -116,6 +120,46 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request, c *sandboxCall
 	line(map[string]any{"type": "number_of_executions", "execution_count": res.ExecutionCount})
 	line(map[string]any{"type": "end_of_execution"})
 	return nil
+}
+
+// formsProbe prints, as JSON, the rich forms (IPython's _repr_*_ methods)
+// of the value the last call left in _, leaving _ as it was: it ends with
+// a statement, not an expression.
+const formsProbe = `def __warren_forms():
+    import json, base64
+    v, out = _, {}
+    for k in ("html", "markdown", "svg", "png", "jpeg", "pdf", "latex", "json", "javascript"):
+        f = getattr(v, "_repr_%s_" % k, None)
+        if not callable(f):
+            continue
+        try:
+            r = f()
+        except Exception:
+            continue
+        if isinstance(r, tuple):
+            r = r[0]
+        if isinstance(r, bytes):
+            r = base64.b64encode(r).decode()
+        if r is not None:
+            out[k] = r
+    print(json.dumps(out))
+__warren_forms()
+del __warren_forms
+`
+
+// richForms returns the HTML, image and other forms of the value of the
+// call just made in context contextID, where it has any (a DataFrame's HTML, an
+// image's PNG): what Jupyter would show beside its text.
+func (h *Handler) richForms(r *http.Request, c *sandboxCall, contextID string) map[string]any {
+	res, err := c.agent.RunCode(r.Context(), api.CodeRequest{Code: formsProbe, Context: contextID, TimeoutS: 10})
+	if err != nil || res.Error != nil {
+		return nil
+	}
+	var forms map[string]any
+	if json.Unmarshal([]byte(res.Stdout), &forms) != nil {
+		return nil
+	}
+	return forms
 }
 
 func toContext(cc api.CodeContext) contextJSON {
