@@ -132,6 +132,8 @@ func TestE2BSDK(t *testing.T) {
 		return true;
 	});
 
+	assert.equal((await sbx.commands.run('pwd', { cwd: '/home/user' })).stdout, '/home/user\n');
+
 	step('streamed output, env and cwd');
 	let seen = '';
 	const r2 = await sbx.commands.run('for i in 1 2 3; do echo $i; done; echo $FOO; pwd', {

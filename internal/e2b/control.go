@@ -249,6 +249,15 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, k store.Key) er
 	if err := h.waitAgent(r.Context(), k.TeamID, sb.ID); err != nil {
 		return err
 	}
+	if builtinTemplates[body.TemplateID] {
+		// E2B's templates have the home of their user "user", which
+		// programs written for E2B name.
+		if c, err := h.m.Agent(r.Context(), k.TeamID, sb.ID); err == nil {
+			if _, err := c.Exec(r.Context(), api.ExecRequest{Cmd: []string{"mkdir", "-p", "/home/user"}, TimeoutS: 10}); err != nil {
+				h.log.Warn("making /home/user", "sandbox_id", sb.ID, "err", err)
+			}
+		}
+	}
 	writeJSON(w, http.StatusCreated, h.toSandbox(sb, k))
 	return nil
 }
