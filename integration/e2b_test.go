@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warrenhq/warren/api"
 )
 
 // The stock E2B SDKs, as a user installs them from npm.
@@ -352,10 +354,10 @@ func TestE2BConnectFraming(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp, b
 	}
-	api := map[string]string{"X-API-KEY": key, "Content-Type": "application/json"}
+	apiHdr := map[string]string{"X-API-KEY": key, "Content-Type": "application/json"}
 
 	// Control plane errors carry the status as a JSON code.
-	resp, b := do("GET", "/sandboxes/sb-doesnotexist", api, nil)
+	resp, b := do("GET", "/sandboxes/sb-doesnotexist", apiHdr, nil)
 	if resp.StatusCode != 404 || !strings.Contains(string(b), `"code":404`) {
 		t.Fatalf("get unknown sandbox: got %d %s, want 404 with code 404", resp.StatusCode, b)
 	}
@@ -364,7 +366,7 @@ func TestE2BConnectFraming(t *testing.T) {
 		t.Fatalf("create with a bad key: got %d %s, want 401 with code 401", resp.StatusCode, b)
 	}
 
-	resp, b = do("POST", "/v2/sandboxes", api, []byte(`{"templateID":"base","metadata":{"who":"framing"}}`))
+	resp, b = do("POST", "/v2/sandboxes", apiHdr, []byte(`{"templateID":"base","metadata":{"who":"framing"}}`))
 	if resp.StatusCode != 201 {
 		t.Fatalf("create: got %d %s, want 201", resp.StatusCode, b)
 	}
@@ -499,8 +501,31 @@ func TestE2BConnectFraming(t *testing.T) {
 		t.Fatalf("read a missing file: got %d %s, want 404", resp.StatusCode, b)
 	}
 
+	// The timeout is the idle policy: pause, or delete when asked.
+	for _, c := range []struct {
+		body string
+		idle api.IdlePolicy
+	}{
+		{`{"templateID":"base","timeout":123}`, api.IdlePolicy{TimeoutS: 123, Action: "pause"}},
+		{`{"templateID":"base","timeout":45,"autoPause":false}`, api.IdlePolicy{TimeoutS: 45, Action: "delete"}},
+	} {
+		resp, b = do("POST", "/v2/sandboxes", apiHdr, []byte(c.body))
+		var made struct{ SandboxID string }
+		if json.Unmarshal(b, &made); resp.StatusCode != 201 {
+			t.Fatalf("create %s: got %d %s", c.body, resp.StatusCode, b)
+		}
+		got, err := s.Client.GetSandbox(ctxT(t), made.SandboxID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Idle != c.idle {
+			t.Errorf("create %s: idle policy %+v, want %+v", c.body, got.Idle, c.idle)
+		}
+		do("DELETE", "/sandboxes/"+made.SandboxID, apiHdr, nil)
+	}
+
 	// Network: E2B's allow/deny lists as Warren egress policies.
-	resp, b = do("PUT", "/sandboxes/"+sbx.SandboxID+"/network", api, []byte(`{"denyOut":["0.0.0.0/0"],"allowOut":["1.1.1.1/32","example.com"]}`))
+	resp, b = do("PUT", "/sandboxes/"+sbx.SandboxID+"/network", apiHdr, []byte(`{"denyOut":["0.0.0.0/0"],"allowOut":["1.1.1.1/32","example.com"]}`))
 	if resp.StatusCode != 204 {
 		t.Fatalf("update network: got %d %s", resp.StatusCode, b)
 	}
@@ -511,28 +536,28 @@ func TestE2BConnectFraming(t *testing.T) {
 	if g := fmt.Sprint(got.Network.Egress); g != "[1.1.1.1/32 example.com]" {
 		t.Errorf("egress after update: got %s, want [1.1.1.1/32 example.com]", g)
 	}
-	resp, b = do("PUT", "/sandboxes/"+sbx.SandboxID+"/network", api, []byte(`{"denyOut":["10.0.0.0/8"]}`))
+	resp, b = do("PUT", "/sandboxes/"+sbx.SandboxID+"/network", apiHdr, []byte(`{"denyOut":["10.0.0.0/8"]}`))
 	if resp.StatusCode != 400 || !strings.Contains(string(b), `"code":400`) {
 		t.Errorf("a deny list: got %d %s, want 400", resp.StatusCode, b)
 	}
 
 	// Pause: 204, then 409 with code 409; the gateway answers 502.
-	resp, b = do("POST", fmt.Sprintf("/sandboxes/%s/pause", sbx.SandboxID), api, nil)
+	resp, b = do("POST", fmt.Sprintf("/sandboxes/%s/pause", sbx.SandboxID), apiHdr, nil)
 	if resp.StatusCode != 204 {
 		t.Fatalf("pause: got %d %s", resp.StatusCode, b)
 	}
-	resp, b = do("POST", fmt.Sprintf("/sandboxes/%s/pause", sbx.SandboxID), api, nil)
+	resp, b = do("POST", fmt.Sprintf("/sandboxes/%s/pause", sbx.SandboxID), apiHdr, nil)
 	if resp.StatusCode != 409 || !strings.Contains(string(b), `"code":409`) {
 		t.Fatalf("pause a paused sandbox: got %d %s, want 409", resp.StatusCode, b)
 	}
 	if resp, b = do("GET", "/health", envd, nil); resp.StatusCode != 502 {
 		t.Fatalf("health of a paused sandbox: got %d %s, want 502", resp.StatusCode, b)
 	}
-	resp, b = do("GET", "/v2/sandboxes?state=paused&metadata=who%3Dframing", api, nil)
+	resp, b = do("GET", "/v2/sandboxes?state=paused&metadata=who%3Dframing", apiHdr, nil)
 	if resp.StatusCode != 200 || !strings.Contains(string(b), sbx.SandboxID) {
 		t.Fatalf("list paused with metadata: got %d %s", resp.StatusCode, b)
 	}
-	if _, b = do("GET", "/v2/sandboxes?state=running", api, nil); strings.Contains(string(b), sbx.SandboxID) {
+	if _, b = do("GET", "/v2/sandboxes?state=running", apiHdr, nil); strings.Contains(string(b), sbx.SandboxID) {
 		t.Fatalf("list running shows the paused sandbox: %s", b)
 	}
 	// Another team sees none of it, and a token is for its sandbox only.
@@ -559,7 +584,7 @@ func TestE2BConnectFraming(t *testing.T) {
 		t.Errorf("a token of one sandbox used for another: got %d %s, want 401", resp.StatusCode, b)
 	}
 
-	resp, b = do("DELETE", "/sandboxes/"+sbx.SandboxID, api, nil)
+	resp, b = do("DELETE", "/sandboxes/"+sbx.SandboxID, apiHdr, nil)
 	if resp.StatusCode != 204 {
 		t.Fatalf("kill: got %d %s", resp.StatusCode, b)
 	}

@@ -224,13 +224,16 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, k store.Key) er
 		req.Template, req.Snapshot, req.Image = src.Template, src.Snapshot, src.Image
 	}
 	// E2B's timeout ends a sandbox nobody extends; Warren's nearest is the
-	// idle policy, and Warren keeps the sandbox (paused) rather than
-	// deleting it.
+	// idle policy. Warren keeps the sandbox (paused) rather than deleting
+	// it, unless the program asked for that (lifecycle onTimeout "kill").
 	timeout := defaultTimeoutS
 	if body.Timeout != nil {
 		timeout = *body.Timeout
 	}
 	req.Idle = &api.IdlePolicy{TimeoutS: timeout, Action: "pause"}
+	if body.AutoPause != nil && !*body.AutoPause {
+		req.Idle.Action = "delete"
+	}
 	if body.AllowInet != nil || body.Network != nil {
 		n := networkJSON{AllowInet: body.AllowInet}
 		if body.Network != nil {
