@@ -110,11 +110,11 @@ func TestImageImportAndPull(t *testing.T) {
 		if err != nil {
 			t.Fatalf("create from %s: %v\n%s", image, err, s.Log())
 		}
-		res, err := c.Exec(ctx, sb.ID, api.ExecRequest{Command: "cat /etc/motd; ls /etc; pwd; echo $FROM_IMAGE"})
+		res, err := c.Exec(ctx, sb.ID, api.ExecRequest{Command: "cat /etc/motd; ls /etc/gone 2>/dev/null || echo whited-out; pwd; echo $FROM_IMAGE"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := "from layer two\nmotd\n/tmp\nyes\n"; res.Stdout != want {
+		if want := "from layer two\nwhited-out\n/tmp\nyes\n"; res.Stdout != want {
 			t.Errorf("sandbox on %s: got %q, want %q (layers applied, whiteout honoured, config used)", image, res.Stdout, want)
 		}
 		if err := c.DeleteSandbox(ctx, sb.ID); err != nil {

@@ -93,8 +93,11 @@ func (j *job) running() bool {
 
 // saveMeta writes the job's record to meta.json (atomically; no fsync, as
 // for every write of the agent: checkpoints make the disk durable).
-func (j *job) saveMeta() error {
-	b, err := json.MarshalIndent(j.snapshot(), "", "  ")
+func (j *job) saveMeta() error { return j.saveRecord(j.snapshot()) }
+
+// saveRecord writes rec as the job's record.
+func (j *job) saveRecord(rec api.Job) error {
+	b, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -260,20 +263,26 @@ func (a *Agent) endJob(j *job, code int, sig string, timedOut bool, endedAt time
 		j.stdin = nil
 	}
 	j.stdinMu.Unlock()
-	j.mu.Lock()
-	j.info.ExitCode = &code
-	j.info.Signal = sig
-	j.info.TimedOut = timedOut
-	j.info.EndedAt = &endedAt
-	j.info.StdinOpen = false
-	j.info.State = api.JobExited
+	// The record reaches the disk before the API shows the job ended, so
+	// an agent that starts over on this disk (a restore) never finds
+	// running a job a client already saw end.
+	rec := j.snapshot()
+	rec.ExitCode = &code
+	rec.Signal = sig
+	rec.TimedOut = timedOut
+	rec.EndedAt = &endedAt
+	rec.StdinOpen = false
+	rec.State = api.JobExited
 	if sig != "" {
-		j.info.State = api.JobKilled
+		rec.State = api.JobKilled
 	}
-	j.mu.Unlock()
-	if err := j.saveMeta(); err != nil {
+	if err := j.saveRecord(rec); err != nil {
 		a.log.Warn("writing job record", "job", j.id, "err", err)
 	}
+	j.mu.Lock()
+	j.info.ExitCode, j.info.Signal, j.info.TimedOut = rec.ExitCode, rec.Signal, rec.TimedOut
+	j.info.EndedAt, j.info.StdinOpen, j.info.State = rec.EndedAt, rec.StdinOpen, rec.State
+	j.mu.Unlock()
 	close(j.ended)
 	a.log.Debug("job ended", "job", j.id, "exit_code", code, "signal", sig)
 	a.pruneJobs()
