@@ -66,20 +66,10 @@ type Lease struct {
 
 // Leases lists every lease.
 func (s *Store) Leases(ctx context.Context) ([]Lease, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT net_index, runtime_id, sandbox_id FROM net_leases ORDER BY net_index`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Lease
-	for rows.Next() {
+	return queryAll(ctx, s.db, func(row scanner) (Lease, error) {
 		var l Lease
-		if err := rows.Scan(&l.NetIndex, &l.RuntimeID, &l.SandboxID); err != nil {
-			return nil, err
-		}
-		out = append(out, l)
-	}
-	return out, rows.Err()
+		return l, row.Scan(&l.NetIndex, &l.RuntimeID, &l.SandboxID)
+	}, `SELECT net_index, runtime_id, sandbox_id FROM net_leases ORDER BY net_index`)
 }
 
 // Update is a change to a sandbox row made by UpdateSandbox.
@@ -262,20 +252,7 @@ func (s *Store) ListSnapshots(ctx context.Context, f SnapshotFilter) ([]Snapshot
 		q += ` AND kind = ?`
 		args = append(args, f.Kind)
 	}
-	rows, err := s.db.QueryContext(ctx, q+` ORDER BY created_at, id`, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Snapshot
-	for rows.Next() {
-		sn, err := scanSnapshot(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, sn)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanSnapshot, q+` ORDER BY created_at, id`, args...)
 }
 
 // DeleteSnapshot removes a snapshot's row.

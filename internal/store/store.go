@@ -387,6 +387,24 @@ func sandboxArgs(sb *Sandbox) ([]any, error) {
 
 type scanner interface{ Scan(...any) error }
 
+// queryAll runs q and scans every row with scan.
+func queryAll[T any](ctx context.Context, db *sql.DB, scan func(scanner) (T, error), q string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 func scanSandbox(row scanner) (Sandbox, error) {
 	var sb Sandbox
 	var created, updated, env, meta, network, volumes, idle string
@@ -455,21 +473,11 @@ func (s *Store) ListSandboxes(ctx context.Context, f Filter) ([]Sandbox, error) 
 		q += ` AND json_extract(metadata, ?) = ?`
 		args = append(args, "$."+jsonPathKey(k), v)
 	}
-	q += ` ORDER BY created_at, id`
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	out, err := queryAll(ctx, s.db, scanSandbox, q+` ORDER BY created_at, id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing sandboxes: %w", err)
 	}
-	defer rows.Close()
-	var out []Sandbox
-	for rows.Next() {
-		sb, err := scanSandbox(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, sb)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // jsonPathKey quotes a metadata key for a JSON path, so keys with dots or

@@ -99,20 +99,7 @@ func (s *Store) ListTemplates(ctx context.Context, team string) ([]Template, err
 		q += ` WHERE team_id = ?`
 		args = append(args, team)
 	}
-	rows, err := s.db.QueryContext(ctx, q+` ORDER BY team_id, name`, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Template
-	for rows.Next() {
-		t, err := scanTemplate(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanTemplate, q+` ORDER BY team_id, name`, args...)
 }
 
 // DeleteTemplate removes a team's template and returns its snapshot id.
@@ -160,20 +147,7 @@ func (s *Store) SetPool(ctx context.Context, id, template string) error {
 
 // PoolMembers lists the sandboxes waiting in a template's pool.
 func (s *Store) PoolMembers(ctx context.Context, team, template string) ([]Sandbox, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE team_id = ? AND pool = ? ORDER BY created_at`, team, template)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Sandbox
-	for rows.Next() {
-		sb, err := scanSandbox(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, sb)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanSandbox, `SELECT `+sandboxColumns+` FROM sandboxes WHERE team_id = ? AND pool = ? ORDER BY created_at`, team, template)
 }
 
 // Claim is what a create sets on the pooled sandbox it takes.
