@@ -293,6 +293,9 @@ func TestE2BSDK(t *testing.T) {
 	assert.equal(rich.text, 'H()');
 	assert.equal(rich.results[0].html, '<b>hi</b>');
 	assert.equal((await ci.runCode('_')).text, 'H()', 'the probe for rich forms leaves _ alone');
+	const withEnv = await ci.runCode('import os; os.environ["GREETING"]', { envs: { GREETING: 'hello "there"' } });
+	assert.equal(withEnv.text, "'hello \"there\"'");
+	assert.equal((await ci.runCode('import os; os.environ.get("GREETING")')).text, undefined, 'envs are for one call only');
 	const ctxs = await ci.listCodeContexts();
 	assert.ok(ctxs.some((c) => c.id === cx.id), JSON.stringify(ctxs));
 	await ci.restartCodeContext(cx);

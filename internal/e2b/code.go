@@ -1,10 +1,12 @@
 package e2b
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -88,8 +90,23 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request, c *sandboxCall
 	default:
 		return fmt.Errorf("language %q: Warren's code contexts run Python: %w", req.Language, api.ErrInvalid)
 	}
-	// env_vars is not applied: a context's environment is the one it
-	// was created with.
+	if len(req.EnvVars) > 0 {
+		// For this call only: set before, put back after, each by a
+		// call of statements, which leaves _ alone.
+		env, _ := json.Marshal(req.EnvVars)
+		set := fmt.Sprintf(envSet, strconv.Quote(string(env)))
+		if res, err := c.agent.RunCode(r.Context(), api.CodeRequest{Code: set, Context: req.ContextID, TimeoutS: 10}); err != nil {
+			return err
+		} else if res.Error != nil {
+			return fmt.Errorf("setting env_vars: %s: %s: %w", res.Error.Name, res.Error.Value, api.ErrInvalid)
+		}
+		defer func() {
+			ctx := context.WithoutCancel(r.Context())
+			if _, err := c.agent.RunCode(ctx, api.CodeRequest{Code: envRestore, Context: req.ContextID, TimeoutS: 10}); err != nil {
+				h.log.Warn("restoring a code context's environment", "sandbox_id", c.id, "err", err)
+			}
+		}()
+	}
 	res, err := c.agent.RunCode(r.Context(), api.CodeRequest{Code: req.Code, Context: req.ContextID})
 	if err != nil {
 		return err
@@ -121,6 +138,28 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request, c *sandboxCall
 	line(map[string]any{"type": "end_of_execution"})
 	return nil
 }
+
+// envSet sets the variables of a JSON object (the %s, a Python string
+// literal) in os.environ, keeping what they were for envRestore.
+const envSet = `def __warren_env(new):
+    import os, json
+    new = json.loads(new)
+    globals()["__warren_env_saved"] = {k: os.environ.get(k) for k in new}
+    os.environ.update(new)
+__warren_env(%s)
+del __warren_env
+`
+
+const envRestore = `def __warren_env():
+    import os
+    for k, v in globals().pop("__warren_env_saved", {}).items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+__warren_env()
+del __warren_env
+`
 
 // formsProbe prints, as JSON, the rich forms (IPython's _repr_*_ methods)
 // of the value the last call left in _, leaving _ as it was: it ends with
