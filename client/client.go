@@ -236,27 +236,27 @@ func (c *Client) ExecStream(ctx context.Context, id string, req api.ExecRequest,
 		return -1, err
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 8<<20)
-	for sc.Scan() {
-		var ev api.ExecEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return -1, fmt.Errorf("decoding an exec event: %w", err)
-		}
+	code, ended := -1, false
+	err = readLines(resp.Body, 8<<20, func(ev api.ExecEvent) (bool, error) {
 		if ev.Error != "" {
-			return -1, fmt.Errorf("sandbox %s: exec: %s", id, ev.Error)
+			return true, fmt.Errorf("sandbox %s: exec: %s", id, ev.Error)
 		}
 		if err := fn(ev); err != nil {
-			return -1, err
+			return true, err
 		}
 		if ev.ExitCode != nil {
-			return *ev.ExitCode, nil
+			code, ended = *ev.ExitCode, true
+			return true, nil
 		}
-	}
-	if err := sc.Err(); err != nil {
+		return false, nil
+	})
+	switch {
+	case err != nil:
 		return -1, fmt.Errorf("sandbox %s: exec stream: %w", id, err)
+	case !ended:
+		return -1, fmt.Errorf("sandbox %s: exec stream ended without an exit code: %w", id, ErrUnavailable)
 	}
-	return -1, fmt.Errorf("sandbox %s: exec stream ended without an exit code: %w", id, ErrUnavailable)
+	return code, nil
 }
 
 // ReadFile opens a file of a sandbox for reading.
@@ -367,26 +367,44 @@ func (c *Client) longOp(ctx context.Context, path string, q url.Values, body io.
 		var img api.Image
 		return img, json.NewDecoder(resp.Body).Decode(&img)
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var p api.Progress
-		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
-			return api.Image{}, fmt.Errorf("decoding progress: %w", err)
-		}
+	var img *api.Image
+	err = readLines(resp.Body, 1<<20, func(p api.Progress) (bool, error) {
 		switch {
 		case p.Error != "":
-			return api.Image{}, errors.New(p.Error)
+			return true, errors.New(p.Error)
 		case p.Done != nil:
-			return *p.Done, nil
+			img = p.Done
+			return true, nil
 		case progress != nil:
 			progress(p)
 		}
-	}
-	if err := sc.Err(); err != nil {
+		return false, nil
+	})
+	if err != nil {
 		return api.Image{}, err
 	}
-	return api.Image{}, fmt.Errorf("%s: the server ended the stream without a result: %w", path, ErrUnavailable)
+	if img == nil {
+		return api.Image{}, fmt.Errorf("%s: the server ended the stream without a result: %w", path, ErrUnavailable)
+	}
+	return *img, nil
+}
+
+// readLines decodes one JSON value per line of r and hands each to fn,
+// until fn says it is done (or fails) or r ends.
+func readLines[T any](r io.Reader, maxLine int, fn func(T) (done bool, err error)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	for sc.Scan() {
+		var v T
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			return fmt.Errorf("decoding a line of the stream: %w", err)
+		}
+		done, err := fn(v)
+		if done || err != nil {
+			return err
+		}
+	}
+	return sc.Err()
 }
 
 // PauseSandbox freezes a sandbox; its memory is kept (and, after a while,

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -32,26 +31,26 @@ func (c *Client) BuildTemplate(ctx context.Context, req api.CreateTemplateReques
 		var t api.Template
 		return t, json.NewDecoder(resp.Body).Decode(&t)
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 8<<20)
-	for sc.Scan() {
-		var ev api.TemplateEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return api.Template{}, fmt.Errorf("decoding a template build event: %w", err)
-		}
+	var t *api.Template
+	err = readLines(resp.Body, 8<<20, func(ev api.TemplateEvent) (bool, error) {
 		switch {
 		case ev.Error != "":
-			return api.Template{}, errors.New(ev.Error)
+			return true, errors.New(ev.Error)
 		case ev.Done != nil:
-			return *ev.Done, nil
+			t = ev.Done
+			return true, nil
 		case progress != nil:
 			progress(ev)
 		}
-	}
-	if err := sc.Err(); err != nil {
+		return false, nil
+	})
+	if err != nil {
 		return api.Template{}, err
 	}
-	return api.Template{}, fmt.Errorf("template build: the server ended the stream without a result: %w", ErrUnavailable)
+	if t == nil {
+		return api.Template{}, fmt.Errorf("template build: the server ended the stream without a result: %w", ErrUnavailable)
+	}
+	return *t, nil
 }
 
 // ListTemplates lists the caller's templates.
