@@ -45,6 +45,7 @@ func fileExists(p string) bool {
 func (m *Manager) freeze(ctx context.Context, in *instance) error {
 	p, frozen, _ := m.freezerFile(in)
 	if p == "" {
+		m.log.Debug("no cgroup freezer for the instance; pausing with runsc", "runtime_id", in.id)
 		return m.rt.Pause(ctx, in.id)
 	}
 	return setFreezer(ctx, p, frozen)
