@@ -505,6 +505,7 @@ func TestE2BConnectFraming(t *testing.T) {
 	}
 
 	// The timeout is the idle policy: pause, or delete when asked.
+	var extra []string
 	for _, c := range []struct {
 		body string
 		idle api.IdlePolicy
@@ -524,7 +525,35 @@ func TestE2BConnectFraming(t *testing.T) {
 		if got.Idle != c.idle {
 			t.Errorf("create %s: idle policy %+v, want %+v", c.body, got.Idle, c.idle)
 		}
-		do("DELETE", "/sandboxes/"+made.SandboxID, apiHdr, nil)
+		extra = append(extra, made.SandboxID)
+	}
+
+	// Pages of one: nextToken walks the three sandboxes, each once.
+	seen := map[string]int{}
+	token := ""
+	for page := 0; ; page++ {
+		q := "/v2/sandboxes?limit=1"
+		if token != "" {
+			q += "&nextToken=" + token
+		}
+		resp, b = do("GET", q, apiHdr, nil)
+		var items []struct{ SandboxID string }
+		if err := json.Unmarshal(b, &items); err != nil || resp.StatusCode != 200 || len(items) != 1 {
+			t.Fatalf("list page %d: got %d %s", page, resp.StatusCode, b)
+		}
+		seen[items[0].SandboxID]++
+		if token = resp.Header.Get("X-Next-Token"); token == "" {
+			break
+		}
+		if page == 10 {
+			t.Fatalf("list pages do not end: seen %v", seen)
+		}
+	}
+	if len(seen) != 3 || seen[sbx.SandboxID] != 1 {
+		t.Errorf("list pages: saw %v, want 3 sandboxes once each", seen)
+	}
+	for _, id := range extra {
+		do("DELETE", "/sandboxes/"+id, apiHdr, nil)
 	}
 
 	// Network: E2B's allow/deny lists as Warren egress policies.
