@@ -208,10 +208,10 @@ func (h *Handler) follow(w http.ResponseWriter, r *http.Request, c *sandboxCall,
 			s.end(err)
 			return
 		}
-		if end.State != api.JobRunning || i == 50 {
+		if end.State != api.JobRunning || i == 200 {
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
 	_ = s.send(eventMessage{Event: processEvent{End: toEnd(end)}})
 	s.end(nil)
