@@ -140,6 +140,12 @@ func (m *Manager) addToPool(ctx context.Context, t store.Template) error {
 	}
 	unlock := m.lock(sb.ID)
 	defer unlock()
+	// A template delete may have removed it meanwhile.
+	if sb, err = m.store.GetSandbox(ctx, "", sb.ID); errors.Is(err, api.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
 	in, err := m.instanceOf(sb)
 	if err == nil && in != nil {
 		err = m.freeze(ctx, in)
