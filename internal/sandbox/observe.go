@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenhq/warren/api"
@@ -82,27 +84,43 @@ type AdmitRequest struct {
 }
 
 // accounting is what the Manager holds of its observers and admission.
-// Both are set before Recover and never change after.
+// The admission is set before Recover; observers may be added later (the
+// E2B facade subscribes once the server is built), so the list is swapped
+// whole, copy on write, and read without a lock.
 type accounting struct {
-	observers []Observer
+	mu        sync.Mutex
+	list      atomic.Pointer[[]Observer]
 	admission Admission
 }
 
-// Observe adds observers of lifecycle changes. Call it before Recover.
-func (m *Manager) Observe(o ...Observer) { m.acct.observers = append(m.acct.observers, o...) }
+// Observe adds observers of lifecycle changes.
+func (m *Manager) Observe(o ...Observer) {
+	m.acct.mu.Lock()
+	defer m.acct.mu.Unlock()
+	next := append(append([]Observer{}, m.observers()...), o...)
+	m.acct.list.Store(&next)
+}
+
+// observers is the current list of observers.
+func (m *Manager) observers() []Observer {
+	if p := m.acct.list.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 // SetAdmission sets the quota check of operations that add running
 // sandboxes, creates or storage. Call it before Recover.
 func (m *Manager) SetAdmission(a Admission) { m.acct.admission = a }
 
 func (m *Manager) emit(ctx context.Context, ev Event) {
-	if len(m.acct.observers) == 0 {
+	if len(m.observers()) == 0 {
 		return
 	}
 	if ev.At.IsZero() {
 		ev.At = time.Now().UTC()
 	}
-	for _, o := range m.acct.observers {
+	for _, o := range m.observers() {
 		o.SandboxEvent(ctx, ev)
 	}
 }
@@ -189,7 +207,7 @@ func (t tracker) failed(err error, snapshotID string) {
 
 // done reports an operation that returns a sandbox.
 func (t tracker) done(sb *store.Sandbox, err *error) {
-	if len(t.m.acct.observers) == 0 {
+	if len(t.m.observers()) == 0 {
 		return
 	}
 	if *err != nil {
@@ -204,7 +222,7 @@ func (t tracker) done(sb *store.Sandbox, err *error) {
 
 // doneSnapshot reports a snapshot.
 func (t tracker) doneSnapshot(sn *store.Snapshot, err *error) {
-	if len(t.m.acct.observers) == 0 {
+	if len(t.m.observers()) == 0 {
 		return
 	}
 	if *err != nil {
@@ -218,7 +236,7 @@ func (t tracker) doneSnapshot(sn *store.Snapshot, err *error) {
 // doneFork reports a fork of snapshot t.id: one event per new sandbox,
 // each with the time the whole fork took.
 func (t tracker) doneFork(sbs *[]store.Sandbox, err *error) {
-	if len(t.m.acct.observers) == 0 {
+	if len(t.m.observers()) == 0 {
 		return
 	}
 	if *err != nil {
@@ -235,7 +253,7 @@ func (t tracker) doneFork(sbs *[]store.Sandbox, err *error) {
 
 // doneDelete reports a delete.
 func (t tracker) doneDelete(err *error) {
-	if len(t.m.acct.observers) == 0 {
+	if len(t.m.observers()) == 0 {
 		return
 	}
 	if *err != nil {
