@@ -246,7 +246,17 @@ func TestJobBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = c.KillJob(context.Background(), j.ID, "KILL") })
+	// Kill the job and wait for its record before the test's directories
+	// are removed: an ending job still writes there.
+	t.Cleanup(func() {
+		ctx := context.Background() // t.Context() is done by now
+		_, _ = c.KillJob(ctx, j.ID, "KILL")
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if got, err := c.Job(ctx, j.ID); err != nil || got.State != api.JobRunning {
+				return
+			}
+		}
+	})
 	tests := []struct {
 		name string
 		do   func() error

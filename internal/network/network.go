@@ -18,6 +18,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/api"
 )
@@ -156,10 +157,23 @@ func Teardown(l Link) error {
 			errs = append(errs, fmt.Errorf("deleting veth %s: %w", l.Veth, err))
 		}
 	}
-	if err := netns.DeleteNamed(l.Netns); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := deleteNamedNetns(l.NetnsPath()); err != nil {
 		errs = append(errs, fmt.Errorf("deleting network namespace %s: %w", l.Netns, err))
 	}
 	return errors.Join(errs...)
+}
+
+// deleteNamedNetns unmounts and removes a named namespace's file. A file
+// that is not (or no longer) a mount point — a daemon killed between
+// creating the file and bind-mounting the namespace on it — is removed too.
+func deleteNamedNetns(path string) error {
+	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // Exists reports whether l's namespace is there.
