@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/warrenhq/warren/api"
@@ -212,16 +213,35 @@ func ensureAdminKey(ctx context.Context, st *store.Store, path string, log *slog
 	raw := make([]byte, 32)
 	rand.Read(raw)
 	key := "wk_" + base64.RawURLEncoding.EncodeToString(raw)
-	if err := st.CreateKey(ctx, store.Key{ID: "key-admin-" + time.Now().UTC().Format("20060102150405"),
-		TeamID: team.ID, Hash: server.HashKey(key), Admin: true, CreatedAt: time.Now().UTC()}); err != nil {
+	now := time.Now().UTC()
+	id := adminFileKeyPrefix + now.Format("20060102150405.000000000")
+	if err := st.CreateKey(ctx, store.Key{ID: id, TeamID: team.ID, Hash: server.HashKey(key), Admin: true, CreatedAt: now}); err != nil {
 		return err
 	}
 	if err := sandbox.WriteFileAtomic(path, []byte(key+"\n"), 0o600); err != nil {
 		return fmt.Errorf("writing the admin key to %s: %w", path, err)
 	}
+	// The file holds the one admin key of the file: the key it held before
+	// (lost, or replaced by hand) stops working, so that deleting admin.key
+	// and restarting rotates the key.
+	keys, err := st.ListKeys(ctx, team.ID)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if k.ID != id && strings.HasPrefix(k.ID, adminFileKeyPrefix) && k.RevokedAt == nil {
+			if err := st.RevokeKey(ctx, k.ID, now); err != nil {
+				return err
+			}
+			log.Info("revoked the previous admin key", "key_id", k.ID)
+		}
+	}
 	log.Info("created the admin key", "path", path)
 	return nil
 }
+
+// adminFileKeyPrefix starts the ids of the keys written to admin.key.
+const adminFileKeyPrefix = "key-admin-"
 
 func trimSpace(b []byte) []byte {
 	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ') {
