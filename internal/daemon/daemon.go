@@ -214,7 +214,9 @@ func ensureAdminKey(ctx context.Context, st *store.Store, path string, log *slog
 	rand.Read(raw)
 	key := "wk_" + base64.RawURLEncoding.EncodeToString(raw)
 	now := time.Now().UTC()
-	id := adminFileKeyPrefix + now.Format("20060102150405.000000000")
+	tag := make([]byte, 4) // not from the key: ids are listed
+	rand.Read(tag)
+	id := adminFileKeyPrefix + now.Format("20060102150405") + "-" + hex.EncodeToString(tag)
 	if err := st.CreateKey(ctx, store.Key{ID: id, TeamID: team.ID, Hash: server.HashKey(key), Admin: true, CreatedAt: now}); err != nil {
 		return err
 	}

@@ -76,10 +76,12 @@ func (h *Handler) sandboxCaller(ctx context.Context, r *http.Request, sandboxID 
 		return g.(tokenGrant).team, nil
 	}
 	bad := fmt.Errorf("access token not valid for sandbox %s (or its API key was revoked); connect again with Sandbox.connect: %w", sandboxID, api.ErrUnauthorized)
-	keyID, mac, ok := strings.Cut(tok, ".")
-	if !ok {
+	// The MAC is hex; the key id is everything before the last dot.
+	i := strings.LastIndexByte(tok, '.')
+	if i <= 0 {
 		return "", bad
 	}
+	keyID, mac := tok[:i], tok[i+1:]
 	k, err := h.keys.GetKey(ctx, keyID)
 	if err != nil {
 		if errors.Is(err, api.ErrNotFound) {
