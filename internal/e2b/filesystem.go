@@ -88,16 +88,21 @@ type pathRequest struct {
 	Depth uint32 `json:"depth"`
 }
 
-func (h *Handler) stat(w http.ResponseWriter, r *http.Request, c *sandboxCall) error {
+// readPath reads a request naming one path and resolves the path against
+// the sandbox's working directory.
+func (h *Handler) readPath(r *http.Request, c *sandboxCall) (pathRequest, error) {
 	var req pathRequest
 	if err := readUnary(r, &req); err != nil {
-		return err
+		return req, err
 	}
 	var err error
-	if req.Path, err = h.abs(r.Context(), c, req.Path); err != nil {
-		return err
-	}
-	e, err := c.agent.Stat(r.Context(), req.Path)
+	req.Path, err = h.abs(r.Context(), c, req.Path)
+	return req, err
+}
+
+// writeEntry answers with the entry of path p.
+func writeEntry(w http.ResponseWriter, r *http.Request, c *sandboxCall, p string) error {
+	e, err := c.agent.Stat(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -105,13 +110,17 @@ func (h *Handler) stat(w http.ResponseWriter, r *http.Request, c *sandboxCall) e
 	return nil
 }
 
-func (h *Handler) listDir(w http.ResponseWriter, r *http.Request, c *sandboxCall) error {
-	var req pathRequest
-	if err := readUnary(r, &req); err != nil {
+func (h *Handler) stat(w http.ResponseWriter, r *http.Request, c *sandboxCall) error {
+	req, err := h.readPath(r, c)
+	if err != nil {
 		return err
 	}
-	var err error
-	if req.Path, err = h.abs(r.Context(), c, req.Path); err != nil {
+	return writeEntry(w, r, c, req.Path)
+}
+
+func (h *Handler) listDir(w http.ResponseWriter, r *http.Request, c *sandboxCall) error {
+	req, err := h.readPath(r, c)
+	if err != nil {
 		return err
 	}
 	depth := int(req.Depth)
@@ -146,12 +155,8 @@ func run(ctx context.Context, c *sandboxCall, argv ...string) error {
 }
 
 func (h *Handler) makeDir(w http.ResponseWriter, r *http.Request, c *sandboxCall) error {
-	var req pathRequest
-	if err := readUnary(r, &req); err != nil {
-		return err
-	}
-	var err error
-	if req.Path, err = h.abs(r.Context(), c, req.Path); err != nil {
+	req, err := h.readPath(r, c)
+	if err != nil {
 		return err
 	}
 	if _, err := c.agent.Stat(r.Context(), req.Path); err == nil {
@@ -162,12 +167,7 @@ func (h *Handler) makeDir(w http.ResponseWriter, r *http.Request, c *sandboxCall
 	if err := run(r.Context(), c, "mkdir", "-p", "--", req.Path); err != nil {
 		return err
 	}
-	e, err := c.agent.Stat(r.Context(), req.Path)
-	if err != nil {
-		return err
-	}
-	writeUnary(w, entryMessage{Entry: toEntry(e)})
-	return nil
+	return writeEntry(w, r, c, req.Path)
 }
 
 func (h *Handler) move(w http.ResponseWriter, r *http.Request, c *sandboxCall) error {
@@ -194,21 +194,12 @@ func (h *Handler) move(w http.ResponseWriter, r *http.Request, c *sandboxCall) e
 	if err := run(r.Context(), c, "mv", "-T", "--", req.Source, req.Destination); err != nil {
 		return err
 	}
-	e, err := c.agent.Stat(r.Context(), req.Destination)
-	if err != nil {
-		return err
-	}
-	writeUnary(w, entryMessage{Entry: toEntry(e)})
-	return nil
+	return writeEntry(w, r, c, req.Destination)
 }
 
 func (h *Handler) remove(w http.ResponseWriter, r *http.Request, c *sandboxCall) error {
-	var req pathRequest
-	if err := readUnary(r, &req); err != nil {
-		return err
-	}
-	var err error
-	if req.Path, err = h.abs(r.Context(), c, req.Path); err != nil {
+	req, err := h.readPath(r, c)
+	if err != nil {
 		return err
 	}
 	if err := c.agent.Remove(r.Context(), req.Path, true); err != nil {
