@@ -204,12 +204,7 @@ func (m *Manager) storePaused(ctx context.Context, id string) error {
 	}
 	imageID := pauseImageID(id)
 	m.snaps.Delete(imageID)
-	_, err = m.snaps.Create(ctx, imageID, m.manifest(sb), func(dir string) error {
-		if err := snapshot.CopyFile(filepath.Join(in.bundle(), "config.json"), filepath.Join(dir, snapshot.SpecName)); err != nil {
-			return err
-		}
-		return m.rt.Checkpoint(ctx, in.id, dir, in.options(sb.DiskMB), false)
-	})
+	_, _, err = m.writeImage(ctx, sb, in, imageID, false)
 	if err != nil {
 		// The checkpoint may have ended the container; if it did, the
 		// sandbox can only come back from a periodic checkpoint.
@@ -235,8 +230,23 @@ func (m *Manager) storePaused(ctx context.Context, id string) error {
 	return nil
 }
 
-func (m *Manager) manifest(sb store.Sandbox) snapshot.Manifest {
-	return snapshot.Manifest{SandboxID: sb.ID, CreatedAt: time.Now().UTC(), RunscBuild: m.rt.BuildID(), Platform: m.cfg.Platform}
+// writeImage checkpoints instance in of sb into image imageID, with the
+// spec it runs under beside it, and returns the image's manifest and how
+// long the checkpoint itself took (the app is paused at most that long).
+// With leaveRunning the sandbox goes on running; without, it ends.
+func (m *Manager) writeImage(ctx context.Context, sb store.Sandbox, in *instance, imageID string, leaveRunning bool) (snapshot.Manifest, time.Duration, error) {
+	var took time.Duration
+	man := snapshot.Manifest{SandboxID: sb.ID, CreatedAt: time.Now().UTC(), RunscBuild: m.rt.BuildID(), Platform: m.cfg.Platform}
+	man, err := m.snaps.Create(ctx, imageID, man, func(dir string) error {
+		if err := snapshot.CopyFile(filepath.Join(in.bundle(), "config.json"), filepath.Join(dir, snapshot.SpecName)); err != nil {
+			return err
+		}
+		start := time.Now()
+		err := m.rt.Checkpoint(ctx, in.id, dir, in.options(sb.DiskMB), leaveRunning)
+		took = time.Since(start)
+		return err
+	})
+	return man, took, err
 }
 
 // Snapshot saves a running sandbox of team (memory, processes and
@@ -273,16 +283,7 @@ func (m *Manager) snapshotLocked(ctx context.Context, team, id, name, kind strin
 	}
 	start := time.Now()
 	snapID := NewSnapshotID()
-	var pause time.Duration
-	man, err := m.snaps.Create(ctx, snapID, m.manifest(sb), func(dir string) error {
-		if err := snapshot.CopyFile(filepath.Join(in.bundle(), "config.json"), filepath.Join(dir, snapshot.SpecName)); err != nil {
-			return err
-		}
-		t := time.Now()
-		err := m.rt.Checkpoint(ctx, in.id, dir, in.options(sb.DiskMB), true)
-		pause = time.Since(t)
-		return err
-	})
+	man, pause, err := m.writeImage(ctx, sb, in, snapID, true)
 	if err != nil {
 		return store.Snapshot{}, fmt.Errorf("snapshotting sandbox %s (it keeps running; earlier snapshots are intact): %w", id, err)
 	}

@@ -232,22 +232,6 @@ func (r *Runsc) IDs() ([]string, error) {
 	return ids, nil
 }
 
-// List lists the containers under the root.
-func (r *Runsc) List(ctx context.Context) ([]State, error) {
-	out, err := r.output(ctx, "list", "--format", "json")
-	if err != nil {
-		return nil, err
-	}
-	var sts []State
-	if s := strings.TrimSpace(string(out)); s == "" || s == "null" {
-		return nil, nil
-	}
-	if err := json.Unmarshal(out, &sts); err != nil {
-		return nil, fmt.Errorf("runsc list: %w", err)
-	}
-	return sts, nil
-}
-
 // Kill sends sig to every process of container id.
 func (r *Runsc) Kill(ctx context.Context, id string, sig syscall.Signal) error {
 	_, err := r.output(ctx, "kill", "--all", id, fmt.Sprint(int(sig)))
