@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/api"
+	"github.com/warrenhq/warren/internal/fsutil"
 )
 
 // The built-in image.
@@ -146,7 +147,7 @@ func (d Debian) Build(ctx context.Context, cacheDir string, progress func(api.Pr
 	if err := os.Rename(tmp, final); err != nil {
 		return "", "", fmt.Errorf("building %s: %w", BuiltinName, err)
 	}
-	if err := syncDir(cacheDir); err != nil {
+	if err := fsutil.SyncDir(cacheDir); err != nil {
 		return "", "", fmt.Errorf("building %s: %w", BuiltinName, err)
 	}
 	return dir, digest, nil

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/internal/fsutil"
 )
 
 // writeFileSync writes a file atomically: a temporary file beside it,
@@ -40,17 +42,7 @@ func writeFileSync(path string, data []byte, perm os.FileMode) (err error) {
 	if err = os.Rename(f.Name(), path); err != nil {
 		return err
 	}
-	return syncDir(dir)
-}
-
-// syncDir fsyncs a directory so that renames and creations in it persist.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return fsutil.SyncDir(dir)
 }
 
 // syncFS flushes the filesystem that holds path: after unpacking a tree,

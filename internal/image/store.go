@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/api"
+	"github.com/warrenhq/warren/internal/fsutil"
 )
 
 // Store is an image cache rooted at one directory. It is safe for
@@ -165,7 +166,7 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 		unlock()
 		return fmt.Errorf("deleting image %q: %w", name, err)
 	}
-	if err := syncDir(s.path("refs")); err != nil {
+	if err := fsutil.SyncDir(s.path("refs")); err != nil {
 		unlock()
 		return fmt.Errorf("deleting image %q: %w", name, err)
 	}
@@ -316,7 +317,7 @@ func (s *Store) ensureRootfs(ctx context.Context, digest string, fill func(dir s
 		}
 		return err
 	}
-	return syncDir(filepath.Dir(final))
+	return fsutil.SyncDir(filepath.Dir(final))
 }
 
 // tempDir makes an empty directory under tmp/ and locks it against

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/api"
+	"github.com/warrenhq/warren/internal/fsutil"
 )
 
 // ManifestName is the manifest's file name inside an image directory.
@@ -157,14 +158,14 @@ func (s *Store) Create(ctx context.Context, id string, m Manifest, write func(di
 	if err := writeSynced(filepath.Join(tmp, ManifestName), b); err != nil {
 		return Manifest{}, fmt.Errorf("image %s: writing its manifest: %w", id, err)
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := fsutil.SyncDir(tmp); err != nil {
 		return Manifest{}, err
 	}
 	if err := os.Rename(tmp, s.Path(id)); err != nil {
 		return Manifest{}, fmt.Errorf("image %s: moving it into place: %w", id, err)
 	}
 	ok = true
-	if err := syncDir(s.root); err != nil {
+	if err := fsutil.SyncDir(s.root); err != nil {
 		return Manifest{}, err
 	}
 	return m, nil
@@ -278,15 +279,6 @@ func writeSynced(path string, data []byte) error {
 		return err
 	}
 	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // CopyFile copies src to dst (used to keep the spec beside an image).
