@@ -74,6 +74,13 @@ type startOpts struct {
 // bundle and starts runsc (run, or restore from an image), then waits for
 // the agent. On failure it removes everything it made.
 func (m *Manager) startInstance(ctx context.Context, sandboxID string, o startOpts) (in *instance, err error) {
+	ph := newPhases()
+	defer func() {
+		if err == nil {
+			m.log.Debug("instance started", append([]any{"sandbox_id", sandboxID, "runtime_id", in.id,
+				"restore", o.imageDir != ""}, ph.attrs()...)...)
+		}
+	}()
 	rid := NewRuntimeID()
 	idx, err := m.store.LeaseNetIndex(ctx, rid, sandboxID)
 	if err != nil {
@@ -91,6 +98,7 @@ func (m *Manager) startInstance(ctx context.Context, sandboxID string, o startOp
 			}
 		}
 	}()
+	ph.mark("lease")
 	opts := in.options(o.diskMB)
 	if err := os.MkdirAll(opts.OverlayDir, 0o700); err != nil {
 		return in, fmt.Errorf("sandbox %s: making its directory: %w", sandboxID, err)
@@ -98,6 +106,7 @@ func (m *Manager) startInstance(ctx context.Context, sandboxID string, o startOp
 	if err := network.Setup(in.link); err != nil {
 		return in, fmt.Errorf("sandbox %s: %w", sandboxID, err)
 	}
+	ph.mark("netns")
 	spec := o.spec
 	if o.imageDir != "" {
 		spec, err = readSpec(filepath.Join(o.imageDir, snapshot.SpecName))
@@ -117,6 +126,7 @@ func (m *Manager) startInstance(ctx context.Context, sandboxID string, o startOp
 		return in, err
 	}
 	defer agentLog.Close()
+	ph.mark("bundle")
 	if o.imageDir == "" {
 		err = m.rt.Run(ctx, rid, in.bundle(), opts, agentLog)
 	} else {
@@ -125,6 +135,7 @@ func (m *Manager) startInstance(ctx context.Context, sandboxID string, o startOp
 	if err != nil {
 		return in, fmt.Errorf("sandbox %s: starting gVisor: %w", sandboxID, err)
 	}
+	ph.mark("runsc")
 	in.agent = agent.NewClient(in.agentAddr())
 	rctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
 	defer cancel()
@@ -132,6 +143,7 @@ func (m *Manager) startInstance(ctx context.Context, sandboxID string, o startOp
 		return in, fmt.Errorf("sandbox %s: its agent did not answer within %s (see %s): %w",
 			sandboxID, m.cfg.ReadyTimeout, filepath.Join(in.dir, "agent.log"), err)
 	}
+	ph.mark("agent")
 	return in, nil
 }
 
