@@ -10,7 +10,7 @@ LDFLAGS := -X github.com/warrenhq/warren/internal/daemon.Version=$(VERSION)
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/warren ./cmd/warren
-	CGO_ENABLED=0 $(GO) build -ldflags '-s -w $(LDFLAGS)' -o bin/warren-agent ./cmd/warren-agent
+	CGO_ENABLED=0 $(GO) build -ldflags '-s -w -X main.version=$(VERSION)' -o bin/warren-agent ./cmd/warren-agent
 
 runsc:
 	CACHE_DIR=$(CACHE_DIR) scripts/build-runsc.sh
