@@ -109,10 +109,13 @@ type Server struct {
 	Addr     string
 	Subnet   string
 	Runsc    string
-	Client   *client.Client
-	cmd      *exec.Cmd
-	logPath  string
-	exited   chan struct{}
+	// Agent is the warren-agent binary Start passes; the one built for
+	// the tests unless a test sets another (an upgrade, say).
+	Agent   string
+	Client  *client.Client
+	cmd     *exec.Cmd
+	logPath string
+	exited  chan struct{}
 }
 
 // StartServer starts a warren server on a fresh state directory, and stops
@@ -132,7 +135,7 @@ func StartServerWith(t testing.TB, config map[string]any) *Server {
 		t.Fatal(err)
 	}
 	n := subnetSeq.Add(1)
-	s := &Server{t: t, StateDir: stateDir, Runsc: runscPath(t),
+	s := &Server{t: t, StateDir: stateDir, Runsc: runscPath(t), Agent: filepath.Join(binDir, "warren-agent"),
 		Subnet: fmt.Sprintf("10.213.%d.0/24", (os.Getpid()*8+int(n))%250)}
 	if config == nil {
 		config = map[string]any{}
@@ -169,7 +172,7 @@ func (s *Server) Start() {
 	defer logf.Close()
 	s.cmd = exec.Command(filepath.Join(binDir, "warren"), "server",
 		"--state-dir", s.StateDir, "--listen", s.Addr, "--cache-dir", cacheDir,
-		"--runsc", s.Runsc, "--agent", filepath.Join(binDir, "warren-agent"),
+		"--runsc", s.Runsc, "--agent", s.Agent,
 		"--subnet", s.Subnet, "--log-level", "debug", "--config", filepath.Join(s.StateDir, "config.json"))
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	if err := s.cmd.Start(); err != nil {

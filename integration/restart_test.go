@@ -1,9 +1,12 @@
 package integration
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/warrenhq/warren/api"
 )
@@ -62,4 +65,78 @@ func TestRestartAdopts(t *testing.T) {
 	s.Kill()
 	s.Start()
 	check("after a crash of the server")
+}
+
+// TestUpgradeKeepsRestores restarts the server with another build of the
+// agent, as an upgrade of Warren does: a snapshot and a stored pause taken
+// before it still restore, because each keeps the agent binary it was
+// taken with; new sandboxes get the new build.
+func TestUpgradeKeepsRestores(t *testing.T) {
+	s := StartServerWith(t, map[string]any{"store_after_s": 1, "policy_interval_ms": 100})
+	ctx := ctxT(t)
+	c := s.Client
+	sb, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{MemoryMB: ptr(int64(256))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startHolder(t, c, sb.ID, "before the upgrade")
+	token, _, _ := probe(t, c, sb.ID)
+	snap, err := c.SnapshotSandbox(ctx, sb.ID, "before upgrade")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PauseSandbox(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitStored(t, s)
+
+	s.Stop()
+	s.Agent = filepath.Join(t.TempDir(), "warren-agent")
+	build := exec.Command("go", "build", "-o", s.Agent,
+		"-ldflags", "-X main.version=upgrade-test", "./cmd/warren-agent")
+	build.Dir = repoRoot
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building a second agent: %v\n%s", err, out)
+	}
+	s.Start()
+	c = s.Client
+
+	if _, err := c.ResumeSandbox(ctx, sb.ID); err != nil {
+		t.Fatalf("resuming a sandbox stored before the upgrade: %v\n%s", err, s.Log())
+	}
+	if tok, n, file := probe(t, c, sb.ID); tok != token || n != "2" || file != "before the upgrade" {
+		t.Errorf("resumed: got %s %s %q, want %s 2 %q", tok, n, file, token, "before the upgrade")
+	}
+	forks, err := c.ForkSnapshot(ctx, snap.ID, 1)
+	if err != nil {
+		t.Fatalf("forking a snapshot taken before the upgrade: %v\n%s", err, s.Log())
+	}
+	if tok, n, file := probe(t, c, forks[0].ID); tok != token || n != "2" || file != "before the upgrade" {
+		t.Errorf("fork: got %s %s %q, want %s 2 %q", tok, n, file, token, "before the upgrade")
+	}
+	fresh, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.Exec(ctx, fresh.ID, api.ExecRequest{Cmd: []string{"echo", "new"}}); err != nil || res.Stdout != "new\n" {
+		t.Errorf("a sandbox made after the upgrade: got %+v, %v", res, err)
+	}
+	builds, _ := filepath.Glob(filepath.Join(s.StateDir, "agents", "*", "warren-agent"))
+	if len(builds) != 2 {
+		t.Errorf("agent builds kept: %v, want the old and the new", builds)
+	}
+}
+
+// waitStored waits until no sandbox of s has a runsc container: every
+// paused one has been checkpointed to disk.
+func waitStored(t *testing.T, s *Server) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for len(s.Containers()) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("paused sandbox still in memory after 60s: %v\n%s", s.Containers(), s.Log())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

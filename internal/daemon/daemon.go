@@ -26,6 +26,7 @@ import (
 
 	"github.com/warrenhq/warren/api"
 	"github.com/warrenhq/warren/internal/backend/runsc"
+	"github.com/warrenhq/warren/internal/fsutil"
 	"github.com/warrenhq/warren/internal/image"
 	"github.com/warrenhq/warren/internal/network"
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -67,8 +68,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	agentDir := filepath.Join(cfg.StateDir, "agent")
-	if err := installAgent(cfg.AgentPath(), agentDir); err != nil {
+	// "agents", not "agent": sandboxes made before agents were kept per
+	// build mount StateDir/agent, which is left as it is.
+	agentDir, err := installAgent(cfg.AgentPath(), filepath.Join(cfg.StateDir, "agents"))
+	if err != nil {
 		return err
 	}
 	images, err := image.Open(filepath.Join(cfg.StateDir, "images"))
@@ -252,36 +255,66 @@ func trimSpace(b []byte) []byte {
 	return b
 }
 
-// installAgent copies the agent binary into dir (atomically), the
-// directory mounted read-only into every sandbox.
-func installAgent(src, dir string) error {
+// installAgent copies the agent binary src into a directory of its own
+// under dir, named by the binary's sha256, and returns that directory: the
+// one mounted read-only into new sandboxes.
+//
+// A directory, once complete, is never rewritten. A checkpoint (snapshot,
+// template, stored pause) keeps the agent's code mapped from that file and
+// its spec names that directory, so a restore after an upgrade of Warren
+// finds the exact binary the image was taken with. (Rewriting one shared
+// file in place made restored agents run the new build's pages under the
+// old build's memory and crash.)
+func installAgent(src, dir string) (string, error) {
 	in, err := os.Open(src)
 	if err != nil {
-		return fmt.Errorf("warren-agent binary %s: %w; run make build, or pass --agent", src, err)
+		return "", fmt.Errorf("warren-agent binary %s: %w; run make build, or pass --agent", src, err)
 	}
 	defer in.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, in); err != nil {
+		return "", fmt.Errorf("reading warren-agent binary %s: %w", src, err)
+	}
+	final := filepath.Join(dir, hex.EncodeToString(h.Sum(nil))[:16])
+	if _, err := os.Stat(filepath.Join(final, "warren-agent")); err == nil {
+		return final, nil
+	}
+	if _, err := in.Seek(0, io.SeekStart); err != nil {
+		return "", err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return "", err
 	}
-	tmp, err := os.CreateTemp(dir, ".warren-agent.tmp*")
+	// Leftovers of an install cut off by a crash; never mounted anywhere.
+	stale, _ := filepath.Glob(filepath.Join(dir, ".install-*"))
+	for _, d := range stale {
+		os.RemoveAll(d)
+	}
+	tmpDir, err := os.MkdirTemp(dir, ".install-")
 	if err != nil {
-		return err
+		return "", err
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, in); err != nil {
-		tmp.Close()
-		return fmt.Errorf("copying warren-agent: %w", err)
+	defer os.RemoveAll(tmpDir) // a no-op once renamed
+	if err := os.Chmod(tmpDir, 0o755); err != nil {
+		return "", err
 	}
-	if err := tmp.Chmod(0o755); err != nil {
-		tmp.Close()
-		return err
+	out, err := os.OpenFile(filepath.Join(tmpDir, "warren-agent"), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
+	if err != nil {
+		return "", err
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return "", fmt.Errorf("copying warren-agent into %s: %w", dir, err)
 	}
-	if err := tmp.Close(); err != nil {
-		return err
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return "", err
 	}
-	return os.Rename(tmp.Name(), filepath.Join(dir, "warren-agent"))
+	if err := out.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmpDir, final); err != nil {
+		return "", fmt.Errorf("installing warren-agent into %s: %w", final, err)
+	}
+	return final, fsutil.SyncDir(dir)
 }

@@ -1,10 +1,12 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -140,11 +142,40 @@ func (m *Manager) startInstance(ctx context.Context, sandboxID string, o startOp
 	rctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
 	defer cancel()
 	if err := in.agent.WaitReady(rctx, 2*time.Millisecond); err != nil {
-		return in, fmt.Errorf("sandbox %s: its agent did not answer within %s (see %s): %w",
-			sandboxID, m.cfg.ReadyTimeout, filepath.Join(in.dir, "agent.log"), err)
+		// The instance's directory goes with the cleanup: quote its log.
+		return in, fmt.Errorf("sandbox %s: its agent did not answer within %s: %w; the end of its log (agent and gVisor):\n%s",
+			sandboxID, m.cfg.ReadyTimeout, err, logTail(filepath.Join(in.dir, "agent.log"), 2048))
 	}
 	ph.mark("agent")
 	return in, nil
+}
+
+// logTail returns the last n bytes of the file at path, from a line start
+// where it can, or a note saying why there is nothing to show.
+func logTail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	off := max(fi.Size()-n, 0)
+	b := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Sprintf("(reading the log: %v)", err)
+	}
+	if off > 0 {
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return "(the log is empty)"
+	}
+	return string(bytes.TrimRight(b, "\n"))
 }
 
 // retarget points a spec at instance in: its network namespace and cgroup.
