@@ -132,7 +132,9 @@ func (m *Manager) resumeLocked(ctx context.Context, team, id string) (store.Sand
 	if err != nil {
 		return sb, err
 	}
-	m.snaps.Delete(pauseImageID(id))
+	if err := m.snaps.DeleteLater(pauseImageID(id)); err != nil {
+		m.log.Warn("removing the pause image of a resumed sandbox", "sandbox_id", id, "err", err)
+	}
 	m.log.Info("sandbox resumed", "sandbox_id", id, "from", "disk", "image", imageID, "took", time.Since(start).Round(time.Millisecond))
 	return sb, nil
 }
@@ -368,7 +370,9 @@ func (m *Manager) Revert(ctx context.Context, team, id, snapID string) (res stor
 	if err != nil {
 		return sb, err
 	}
-	m.snaps.Delete(pauseImageID(id))
+	if err := m.snaps.DeleteLater(pauseImageID(id)); err != nil {
+		m.log.Warn("removing the pause image of a reverted sandbox", "sandbox_id", id, "err", err)
+	}
 	m.log.Info("sandbox reverted", "sandbox_id", id, "snapshot_id", sn.ID, "took", time.Since(start).Round(time.Millisecond))
 	return sb, nil
 }

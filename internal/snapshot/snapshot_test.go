@@ -127,3 +127,34 @@ func TestDeleteAndBadIDs(t *testing.T) {
 		t.Errorf("Manifest of a missing image: got %v, want not found", err)
 	}
 }
+
+// DeleteLater takes the image out of the store at once, even when the same
+// id is made and dropped again before the first removal has finished.
+func TestDeleteLater(t *testing.T) {
+	root := t.TempDir()
+	s, _ := Open(root)
+	for i := range 3 {
+		if _, err := s.Create(t.Context(), "ps-again", Manifest{}, writeFiles(map[string]string{"pages.img": strings.Repeat("x", 1<<20)})); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if err := s.DeleteLater("ps-again"); err != nil {
+			t.Fatalf("round %d: DeleteLater: %v", i, err)
+		}
+		if s.Exists("ps-again") {
+			t.Fatalf("round %d: the image is still in the store after DeleteLater", i)
+		}
+	}
+	if err := s.DeleteLater("ps-again"); err != nil {
+		t.Errorf("dropping a missing image: got %v, want nil", err)
+	}
+	if err := s.DeleteLater("../x"); !errors.Is(err, api.ErrInvalid) {
+		t.Errorf("DeleteLater(../x): got %v, want invalid", err)
+	}
+	// What the background removal has not reached yet goes at the next Open.
+	if _, err := Open(root); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(root, ".tmp")); len(entries) != 0 {
+		t.Errorf("Open left %d entries in .tmp", len(entries))
+	}
+}
