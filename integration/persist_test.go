@@ -1,12 +1,15 @@
 package integration
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/warrenhq/warren/api"
 	"github.com/warrenhq/warren/client"
@@ -318,4 +321,84 @@ func TestDeletePaused(t *testing.T) {
 	if ids, _ := os.ReadDir(filepath.Join(s.StateDir, "snapshots")); len(ids) != 1 { // only .tmp
 		t.Errorf("images left after deleting a stored sandbox: %d entries", len(ids))
 	}
+}
+
+// TestRestoreKeepsCPULimit: a restore runs without a CPU quota (it loads
+// memory faster so), and the sandbox's own limit is in its cgroup when the
+// restore answers: in a fork, after a resume from disk, and in the spec a
+// snapshot of the fork keeps.
+func TestRestoreKeepsCPULimit(t *testing.T) {
+	s := StartServerWith(t, map[string]any{"store_after_s": 1, "policy_interval_ms": 100})
+	ctx := ctxT(t)
+	c := s.Client
+	sb, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{CPUs: ptr(0.5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what, id string) {
+		t.Helper()
+		rid := s.RuntimeID(id)
+		if got := cgroupCPUQuota(t, rid); got != "50000 100000" {
+			t.Errorf("%s: cgroup CPU quota and period %q, want \"50000 100000\" (cpus 0.5)", what, got)
+		}
+		b, err := os.ReadFile(filepath.Join(s.StateDir, "sandboxes", id, rid, "bundle", "config.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var spec specs.Spec
+		if err := json.Unmarshal(b, &spec); err != nil {
+			t.Fatal(err)
+		}
+		if r := spec.Linux.Resources; r == nil || r.CPU == nil || r.CPU.Quota == nil || *r.CPU.Quota != 50000 {
+			t.Errorf("%s: the bundle's spec lost the CPU quota: %+v", what, r)
+		}
+	}
+	check("created", sb.ID)
+
+	forks, err := c.ForkSandbox(ctx, sb.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("fork", forks[0].ID)
+	// A fork of the fork restores from a snapshot whose spec came from the
+	// fork's bundle.
+	again, err := c.ForkSandbox(ctx, forks[0].ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("fork of a fork", again[0].ID)
+
+	if _, err := c.PauseSandbox(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	rid := s.RuntimeID(sb.ID)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, ok := s.Containers()[rid]; !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not stored after 60s\n%s", s.Log())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := c.ResumeSandbox(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	check("resumed from disk", sb.ID)
+}
+
+// cgroupCPUQuota returns "quota period" of runtime rid's cgroup.
+func cgroupCPUQuota(t *testing.T, rid string) string {
+	t.Helper()
+	v1 := filepath.Join("/sys/fs/cgroup/cpu/warren", rid)
+	if q, err := os.ReadFile(filepath.Join(v1, "cpu.cfs_quota_us")); err == nil {
+		p, _ := os.ReadFile(filepath.Join(v1, "cpu.cfs_period_us"))
+		return strings.TrimSpace(string(q)) + " " + strings.TrimSpace(string(p))
+	}
+	b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/warren", rid, "cpu.max"))
+	if err != nil {
+		t.Fatalf("reading the CPU limit of %s: %v", rid, err)
+	}
+	return strings.TrimSpace(string(b))
 }

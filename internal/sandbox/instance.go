@@ -120,7 +120,13 @@ func (m *Manager) startInstance(ctx context.Context, sandboxID string, o startOp
 	if err := m.attachInstance(ctx, sandboxID, spec, o.imageDir == "", in); err != nil {
 		return in, err
 	}
-	if err := writeSpec(in.bundle(), spec); err != nil {
+	// A restore runs unthrottled (see cpu.go); the bundle keeps the whole
+	// spec once the limit is in place, since snapshots copy it.
+	limit, bootSpec := cpuLimitOf(spec), spec
+	if o.imageDir != "" {
+		bootSpec = withoutCPUQuota(spec)
+	}
+	if err := writeSpec(in.bundle(), bootSpec); err != nil {
 		return in, fmt.Errorf("sandbox %s: writing its OCI bundle: %w", sandboxID, err)
 	}
 	agentLog, err := os.OpenFile(filepath.Join(in.dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -138,6 +144,14 @@ func (m *Manager) startInstance(ctx context.Context, sandboxID string, o startOp
 		return in, fmt.Errorf("sandbox %s: starting gVisor: %w", sandboxID, err)
 	}
 	ph.mark("runsc")
+	if err := setCPULimit(filepath.Join(m.cfg.CgroupParent, in.id), limit); err != nil {
+		return in, fmt.Errorf("sandbox %s: %w", sandboxID, err)
+	}
+	if bootSpec != spec {
+		if err := writeSpec(in.bundle(), spec); err != nil {
+			return in, fmt.Errorf("sandbox %s: writing its OCI bundle: %w", sandboxID, err)
+		}
+	}
 	in.agent = agent.NewClient(in.agentAddr())
 	rctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
 	defer cancel()
