@@ -323,11 +323,13 @@ func TestDeletePaused(t *testing.T) {
 	}
 }
 
-// TestRestoreKeepsCPULimit: a restore runs without a CPU quota (it loads
-// memory faster so), and the sandbox's own limit is in its cgroup when the
-// restore answers: in a fork, after a resume from disk, and in the spec a
-// snapshot of the fork keeps.
-func TestRestoreKeepsCPULimit(t *testing.T) {
+// TestCPULimitKept: restores and checkpoints run without a CPU quota (they
+// finish sooner so), and the sandbox's own limit is in its cgroup when they
+// return: after a snapshot, in a fork, in a fork of a fork (whose snapshot
+// spec came from the first fork's bundle), after a resume from disk, and
+// after a restart of the server that found the quota lifted (a crash in
+// the middle of a checkpoint).
+func TestCPULimitKept(t *testing.T) {
 	s := StartServerWith(t, map[string]any{"store_after_s": 1, "policy_interval_ms": 100})
 	ctx := ctxT(t)
 	c := s.Client
@@ -354,6 +356,10 @@ func TestRestoreKeepsCPULimit(t *testing.T) {
 		}
 	}
 	check("created", sb.ID)
+	if _, err := c.SnapshotSandbox(ctx, sb.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	check("after a snapshot", sb.ID)
 
 	forks, err := c.ForkSandbox(ctx, sb.ID, 1)
 	if err != nil {
@@ -386,6 +392,22 @@ func TestRestoreKeepsCPULimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("resumed from disk", sb.ID)
+
+	rid = s.RuntimeID(sb.ID)
+	quota := filepath.Join("/sys/fs/cgroup/cpu/warren", rid, "cpu.cfs_quota_us")
+	if _, err := os.Stat(quota); err != nil {
+		quota = filepath.Join("/sys/fs/cgroup/warren", rid, "cpu.max")
+	}
+	unlimited := "-1"
+	if filepath.Base(quota) == "cpu.max" {
+		unlimited = "max"
+	}
+	s.Stop()
+	if err := os.WriteFile(quota, []byte(unlimited), 0); err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	check("adopted by a restarted server", sb.ID)
 }
 
 // cgroupCPUQuota returns "quota period" of runtime rid's cgroup.

@@ -12,16 +12,24 @@ import (
 // A sandbox's CPU limit is a CFS quota per period, which runsc writes into
 // the sandbox's cgroup from the spec when it starts the sandbox.
 //
-// A restore is the exception. It loads the image's memory into the Sentry
-// before any of the sandbox's own code runs, CPU-bound and on several
-// threads; under a one-CPU quota the loading and runsc's own start-up
-// (compiling its seccomp filter, ~20 ms alone, took 300 ms beside a 256 MB
-// load) throttle each other. So a restore starts with no quota, and Warren
-// writes the quota into the cgroup the moment runsc returns, before the
-// agent is asked anything: resume from stored at 256 MB went from ~490 to
-// ~425 ms (make bench; docs/benchmarks.md).
+// Two operations run with the quota lifted, because they are gVisor's own
+// work done on several threads while none of the sandbox's code runs, and
+// under a one-CPU quota they throttle themselves:
 //
-// (A CFS burst equal to the quota was tried too, for short commands that a
+//   - A restore loads the image's memory into the Sentry before the
+//     sandbox's processes run again; beside a 256 MB load, runsc's seccomp
+//     compile (20 ms alone) took 300 ms. The restore starts with no quota and
+//     Warren writes it the moment runsc returns, before the agent is asked
+//     anything: resume from stored at 256 MB, ~490 -> ~425 ms.
+//   - A checkpoint stops the sandbox's kernel while it writes memory out;
+//     the quota is lifted for the runsc checkpoint call and set again right
+//     after: live snapshot app pause at 256 MB, ~137 -> ~118 ms.
+//
+// Both measured A/B with make bench's rows (docs/benchmarks.md). A server
+// that dies in between leaves a sandbox unthrottled; Recover sets the limit
+// of every sandbox it adopts from its bundle's spec.
+//
+// (A CFS burst equal to the quota was tried for short commands, which a
 // one-CPU quota throttles while the Sentry runs on two cores: round trips
 // did not change, measured A/B on one sandbox, so it is not set.)
 
@@ -81,6 +89,54 @@ func setCPULimit(rel string, l cpuLimit) error {
 		return writeCgroup(dir, [][2]string{{"cpu.max", fmt.Sprintf("%d %d", l.quota, l.period)}})
 	}
 	return fmt.Errorf("setting the CPU limit: no CPU controller for cgroup %s (looked under /sys/fs/cgroup/cpu and /sys/fs/cgroup)", rel)
+}
+
+// liftCPULimit removes the CPU quota of the cgroup at rel.
+func liftCPULimit(rel string) error {
+	if dir := filepath.Join("/sys/fs/cgroup/cpu", rel); fileExists(filepath.Join(dir, "cpu.cfs_quota_us")) {
+		return writeCgroup(dir, [][2]string{{"cpu.cfs_quota_us", "-1"}})
+	}
+	if dir := filepath.Join("/sys/fs/cgroup", rel); fileExists(filepath.Join(dir, "cpu.max")) {
+		return writeCgroup(dir, [][2]string{{"cpu.max", "max"}})
+	}
+	return fmt.Errorf("lifting the CPU limit: no CPU controller for cgroup %s", rel)
+}
+
+// cgroupOf is the cgroup of instance in, relative to the cgroup root.
+func (m *Manager) cgroupOf(in *instance) string { return filepath.Join(m.cfg.CgroupParent, in.id) }
+
+// instanceCPULimit is the limit the bundle's spec of in asks for.
+func instanceCPULimit(in *instance) (cpuLimit, error) {
+	spec, err := readSpec(filepath.Join(in.bundle(), "config.json"))
+	if err != nil {
+		return cpuLimit{}, err
+	}
+	return cpuLimitOf(spec), nil
+}
+
+// withCPUUnlimited runs f with the CPU quota of in lifted and sets it again
+// afterwards (when in's cgroup is still there: a checkpoint that is not
+// leave-running ends the sandbox).
+func (m *Manager) withCPUUnlimited(in *instance, f func() error) error {
+	limit, err := instanceCPULimit(in)
+	if err != nil || limit.quota == 0 {
+		return f()
+	}
+	rel := m.cgroupOf(in)
+	if err := liftCPULimit(rel); err != nil {
+		m.log.Warn("running with the CPU limit in place", "runtime_id", in.id, "err", err)
+		return f()
+	}
+	ferr := f()
+	if err := setCPULimit(rel, limit); err != nil && cgroupExists(rel) {
+		m.log.Error("the sandbox runs without its CPU limit; restarting the server sets it again",
+			"runtime_id", in.id, "err", err)
+	}
+	return ferr
+}
+
+func cgroupExists(rel string) bool {
+	return fileExists(filepath.Join("/sys/fs/cgroup/cpu", rel)) || fileExists(filepath.Join("/sys/fs/cgroup", rel, "cgroup.procs"))
 }
 
 // writeCgroup writes each (file, value) in dir, in order, stopping at the

@@ -144,7 +144,7 @@ func (m *Manager) startInstance(ctx context.Context, sandboxID string, o startOp
 		return in, fmt.Errorf("sandbox %s: starting gVisor: %w", sandboxID, err)
 	}
 	ph.mark("runsc")
-	if err := setCPULimit(filepath.Join(m.cfg.CgroupParent, in.id), limit); err != nil {
+	if err := setCPULimit(m.cgroupOf(in), limit); err != nil {
 		return in, fmt.Errorf("sandbox %s: %w", sandboxID, err)
 	}
 	if bootSpec != spec {

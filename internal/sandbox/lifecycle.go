@@ -243,10 +243,12 @@ func (m *Manager) writeImage(ctx context.Context, sb store.Sandbox, in *instance
 		if err := snapshot.CopyFile(filepath.Join(in.bundle(), "config.json"), filepath.Join(dir, snapshot.SpecName)); err != nil {
 			return err
 		}
-		start := time.Now()
-		err := m.rt.Checkpoint(ctx, in.id, dir, in.options(sb.DiskMB), leaveRunning)
-		took = time.Since(start)
-		return err
+		return m.withCPUUnlimited(in, func() error {
+			start := time.Now()
+			err := m.rt.Checkpoint(ctx, in.id, dir, in.options(sb.DiskMB), leaveRunning)
+			took = time.Since(start)
+			return err
+		})
 	})
 	return man, took, err
 }

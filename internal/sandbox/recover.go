@@ -67,6 +67,16 @@ func (m *Manager) recoverOne(ctx context.Context, sb store.Sandbox) {
 		return
 	}
 	status := m.instanceStatus(ctx, in)
+	if status == "running" || status == "paused" {
+		// A checkpoint cut off by the crash may have left it unthrottled.
+		limit, err := instanceCPULimit(in)
+		if err == nil {
+			err = setCPULimit(m.cgroupOf(in), limit)
+		}
+		if err != nil {
+			log.Warn("setting the CPU limit of a sandbox found running", "runtime_id", in.id, "err", err)
+		}
+	}
 	switch sb.State {
 	case api.StateCreating:
 		// Never acknowledged: remove it, as a failed create does.
