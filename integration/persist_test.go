@@ -424,3 +424,33 @@ func cgroupCPUQuota(t *testing.T, rid string) string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// TestPauseResumeCycles pauses and resumes one sandbox many times, with a
+// command after each resume and gaps of varied length. Freezing the cgroup
+// (how Warren once paused) lost the sandbox within 100 such cycles on
+// systrap; runsc pause never did.
+func TestPauseResumeCycles(t *testing.T) {
+	s := StartServer(t)
+	ctx := ctxT(t)
+	c := s.Client
+	sb, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gaps := []time.Duration{0, time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond}
+	for i := range 150 {
+		if _, err := c.PauseSandbox(ctx, sb.ID); err != nil {
+			t.Fatalf("cycle %d: pause: %v\n%s", i, err, s.Log())
+		}
+		time.Sleep(gaps[i%len(gaps)])
+		if _, err := c.ResumeSandbox(ctx, sb.ID); err != nil {
+			t.Fatalf("cycle %d: resume: %v\n%s", i, err, s.Log())
+		}
+		for range 1 + i%2 {
+			if res, err := c.Exec(ctx, sb.ID, api.ExecRequest{Cmd: []string{"true"}}); err != nil || res.ExitCode != 0 {
+				t.Fatalf("cycle %d: exec after a resume: %+v, %v\n%s", i, res, err, s.Log())
+			}
+		}
+		time.Sleep(gaps[(i/len(gaps))%len(gaps)])
+	}
+}

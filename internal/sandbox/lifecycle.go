@@ -17,7 +17,7 @@ import (
 // so operations on one sandbox are serialised; the store's compare-and-set
 // refuses a transition from a state that changed under it.
 //
-//	running ──pause──> paused (resident: frozen, memory kept)
+//	running ──pause──> paused (resident: held, memory kept)
 //	                     │ StoreAfter, or host short of memory
 //	                     v
 //	                   paused (stored: checkpointed to disk, processes gone)
@@ -31,8 +31,8 @@ func pauseImageID(sandboxID string) string { return "ps-" + sandboxID[3:] }
 // NewSnapshotID returns a fresh snapshot id.
 func NewSnapshotID() string { return "sn-" + NewID()[3:] }
 
-// Pause freezes a running sandbox of team. Pausing a paused sandbox is a
-// no-op.
+// Pause holds a running sandbox of team in memory (runsc pause). Pausing a
+// paused sandbox is a no-op.
 func (m *Manager) Pause(ctx context.Context, team, id string) (res store.Sandbox, err error) {
 	defer m.track(ctx, api.EventPaused, team, id).done(&res, &err)
 	if _, err := m.Get(ctx, team, id); err != nil {

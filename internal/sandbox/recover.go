@@ -18,7 +18,7 @@ import (
 //   - running sandboxes whose instance still runs and answers are adopted;
 //     those whose processes died are restored from their latest periodic
 //     checkpoint, or become error when they have none;
-//   - paused sandboxes still frozen in memory are adopted; one whose
+//   - paused sandboxes still held in memory are adopted; one whose
 //     processes died is marked stored if a stored image or checkpoint
 //     exists (resume restores from it), else error;
 //   - a sandbox caught while being created (never acknowledged) is removed;
@@ -90,7 +90,7 @@ func (m *Manager) recoverOne(ctx context.Context, sb store.Sandbox) {
 		if status == "paused" {
 			// A pause the server did not get to record: undo it.
 			if err := m.thaw(ctx, in); err != nil {
-				fail("it was left frozen by an interrupted pause and could not be thawed: " + err.Error())
+				fail("it was left paused by an interrupted pause and could not be resumed: " + err.Error())
 				return
 			}
 			status = "running"

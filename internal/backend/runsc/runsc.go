@@ -173,7 +173,8 @@ func (r *Runsc) Checkpoint(ctx context.Context, id, imageDir string, o Options, 
 	return err
 }
 
-// Pause freezes container id: memory stays resident, no CPU is used.
+// Pause stops every task of container id in its Sentry: memory stays
+// resident, no CPU is used.
 func (r *Runsc) Pause(ctx context.Context, id string) error {
 	_, err := r.output(ctx, "pause", id)
 	return err
