@@ -24,7 +24,7 @@ test-unit:
 
 # The benchmark suite (as root): every target of DESIGN.md beside raw runsc,
 # measured in the same run. Writes bench-results.json, prints a Markdown
-# table and updates docs/benchmarks.md. About 5-10 minutes on 2 cores.
+# table and updates docs/benchmarks.md. About 2 minutes on a quiet 2-core host (5-10 when loaded).
 bench: build runsc
 	WARREN_BENCH=1 WARREN_BIN=$(CURDIR)/bin WARREN_CACHE_DIR=$(CACHE_DIR) CACHE_DIR=$(CACHE_DIR) \
 		$(GO) test -count=1 -timeout 30m -run '^TestBench$$' -v ./integration/
