@@ -679,16 +679,7 @@ func benchStored(t *testing.T, res *benchResults) {
 			if _, err := c.PauseSandbox(ctx, sb.ID); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(2 * time.Minute)
-			for {
-				if _, ok := s.Containers()[rid]; !ok {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("not stored after 2 minutes\n%s", s.Log())
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			s.WaitStored(rid)
 			start := time.Now()
 			if got, err := c.ResumeSandbox(ctx, sb.ID); err != nil || got.State != api.StateRunning {
 				t.Fatalf("resume from stored: %+v, %v\n%s", got.State, err, s.Log())

@@ -358,6 +358,22 @@ func (s *Server) RuntimeID(id string) string {
 	return rid
 }
 
+// WaitStored waits until the runsc container of runtime rid is gone: its
+// paused sandbox has been checkpointed to disk (store_after_s) and freed.
+func (s *Server) WaitStored(rid string) {
+	s.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, ok := s.Containers()[rid]; !ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("paused sandbox (runtime %s) still in memory after 2 minutes\n%s", rid, s.Log())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // Containers lists the runsc containers of this server with their status:
 // "paused" for one frozen by the cgroup freezer (runsc can't be asked about
 // those: it would wait for the sandbox to answer), else what runsc state

@@ -377,23 +377,13 @@ func TestCPULimitKept(t *testing.T) {
 	if _, err := c.PauseSandbox(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	rid := s.RuntimeID(sb.ID)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, ok := s.Containers()[rid]; !ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not stored after 60s\n%s", s.Log())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	s.WaitStored(s.RuntimeID(sb.ID))
 	if _, err := c.ResumeSandbox(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	check("resumed from disk", sb.ID)
 
-	rid = s.RuntimeID(sb.ID)
+	rid := s.RuntimeID(sb.ID)
 	quota := filepath.Join("/sys/fs/cgroup/cpu/warren", rid, "cpu.cfs_quota_us")
 	if _, err := os.Stat(quota); err != nil {
 		quota = filepath.Join("/sys/fs/cgroup/warren", rid, "cpu.max")

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/warrenhq/warren/api"
 )
@@ -85,10 +84,11 @@ func TestUpgradeKeepsRestores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rid := s.RuntimeID(sb.ID)
 	if _, err := c.PauseSandbox(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitStored(t, s)
+	s.WaitStored(rid)
 
 	s.Stop()
 	s.Agent = filepath.Join(t.TempDir(), "warren-agent")
@@ -125,18 +125,5 @@ func TestUpgradeKeepsRestores(t *testing.T) {
 	builds, _ := filepath.Glob(filepath.Join(s.StateDir, "agents", "*", "warren-agent"))
 	if len(builds) != 2 {
 		t.Errorf("agent builds kept: %v, want the old and the new", builds)
-	}
-}
-
-// waitStored waits until no sandbox of s has a runsc container: every
-// paused one has been checkpointed to disk.
-func waitStored(t *testing.T, s *Server) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for len(s.Containers()) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("paused sandbox still in memory after 60s: %v\n%s", s.Containers(), s.Log())
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }
