@@ -292,8 +292,10 @@ func (s *Server) assertNoLeftovers() {
 		t.Errorf("sandbox directory left behind: %s", e.Name())
 	}
 	for _, id := range s.knownIDs() {
-		if _, err := os.Stat("/var/run/netns/warren-" + id); err == nil {
-			t.Errorf("network namespace left behind: warren-%s", id)
+		for _, dir := range []string{"/run/warren/netns", "/var/run/netns"} {
+			if _, err := os.Stat(filepath.Join(dir, "warren-"+id)); err == nil {
+				t.Errorf("network namespace left behind: %s/warren-%s", dir, id)
+			}
 		}
 		if _, err := net.InterfaceByName("wv-" + id[3:]); err == nil {
 			t.Errorf("veth left behind: wv-%s", id[3:])

@@ -23,9 +23,18 @@ import (
 	"github.com/warrenhq/warren/api"
 )
 
-// NetnsDir is where named network namespaces are bind-mounted (as by
-// `ip netns add`).
-const NetnsDir = "/var/run/netns"
+// NetnsDir is where sandboxes' network namespaces are bind-mounted (enter
+// one with nsenter --net=PATH).
+//
+// Not iproute2's /var/run/netns: the first `ip netns add` on a host whose
+// /var/run/netns is not yet a mount point bind-mounts that directory onto
+// itself, which hides every namespace mounted in it before; Warren could
+// then neither unmount nor remove them, and deleting those sandboxes failed
+// with EBUSY. Namespaces made there by an earlier Warren are still found.
+const NetnsDir = "/run/warren/netns"
+
+// legacyNetnsDir is where Warren kept namespaces before NetnsDir.
+const legacyNetnsDir = "/var/run/netns"
 
 // Pool hands out addresses from a subnet.
 type Pool struct {
@@ -72,8 +81,22 @@ type Link struct {
 	Addrs Addrs
 }
 
-// NetnsPath is the path runsc is given in the OCI spec.
-func (l Link) NetnsPath() string { return filepath.Join(NetnsDir, l.Netns) }
+// NetnsPath is the path runsc is given in the OCI spec: under NetnsDir,
+// unless an earlier Warren made the namespace under legacyNetnsDir.
+func (l Link) NetnsPath() string {
+	p := filepath.Join(NetnsDir, l.Netns)
+	if _, err := os.Stat(p); err != nil {
+		if legacy := filepath.Join(legacyNetnsDir, l.Netns); fileExists(legacy) {
+			return legacy
+		}
+	}
+	return p
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
 
 // Setup creates l's namespace and veth pair and configures both ends. On
 // failure it removes what it made.
@@ -116,7 +139,7 @@ func Setup(l Link) (err error) {
 // it starts a sandbox, so a restore into a namespace used before calls this
 // again first.
 func ConfigureInside(l Link) error {
-	ns, err := netns.GetFromName(l.Netns)
+	ns, err := netns.GetFromPath(l.NetnsPath())
 	if err != nil {
 		return fmt.Errorf("opening network namespace %s: %w", l.Netns, err)
 	}
@@ -157,8 +180,10 @@ func Teardown(l Link) error {
 			errs = append(errs, fmt.Errorf("deleting veth %s: %w", l.Veth, err))
 		}
 	}
-	if err := deleteNamedNetns(l.NetnsPath()); err != nil {
-		errs = append(errs, fmt.Errorf("deleting network namespace %s: %w", l.Netns, err))
+	for _, dir := range []string{NetnsDir, legacyNetnsDir} {
+		if err := deleteNamedNetns(filepath.Join(dir, l.Netns)); err != nil {
+			errs = append(errs, fmt.Errorf("deleting network namespace %s: %w", filepath.Join(dir, l.Netns), err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -182,13 +207,15 @@ func Exists(l Link) bool {
 	return err == nil
 }
 
-// newNamedNetns creates a named network namespace. It does so on a thread
-// of its own: should that thread fail to return to the host namespace, it is
-// left locked and Go ends it with its goroutine, never reusing it.
+// newNamedNetns creates a network namespace bind-mounted at
+// NetnsDir/name. It does so on a thread of its own: should that thread
+// fail to return to the host namespace, it is left locked and Go ends it
+// with its goroutine, never reusing it.
 func newNamedNetns(name string) (netns.NsHandle, error) {
 	if err := os.MkdirAll(NetnsDir, 0o755); err != nil {
 		return 0, err
 	}
+	path := filepath.Join(NetnsDir, name)
 	type result struct {
 		ns  netns.NsHandle
 		err error
@@ -202,7 +229,7 @@ func newNamedNetns(name string) (netns.NsHandle, error) {
 			return
 		}
 		defer orig.Close()
-		ns, err := netns.NewNamed(name)
+		ns, err := enterNewNamed(path)
 		if setErr := netns.Set(orig); setErr != nil {
 			ch <- result{ns: ns, err: errors.Join(err, fmt.Errorf("returning to the host namespace: %w", setErr))}
 			return
@@ -212,4 +239,30 @@ func newNamedNetns(name string) (netns.NsHandle, error) {
 	}()
 	r := <-ch
 	return r.ns, r.err
+}
+
+// enterNewNamed moves the calling (locked) thread into a new network
+// namespace and bind-mounts it at path, which must not exist.
+func enterNewNamed(path string) (netns.NsHandle, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL, 0o444)
+	if err != nil {
+		return netns.None(), err
+	}
+	f.Close()
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		os.Remove(path)
+		return netns.None(), fmt.Errorf("unshare: %w", err)
+	}
+	ns, err := netns.Get()
+	if err != nil {
+		os.Remove(path)
+		return netns.None(), err
+	}
+	self := fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())
+	if err := unix.Mount(self, path, "bind", unix.MS_BIND, ""); err != nil {
+		ns.Close()
+		os.Remove(path)
+		return netns.None(), fmt.Errorf("bind-mounting it at %s: %w", path, err)
+	}
+	return ns, nil
 }

@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -113,7 +115,7 @@ func TestNewPoolInvalid(t *testing.T) {
 
 func TestLinkNetnsPath(t *testing.T) {
 	l := Link{Netns: "warren-sb-abc"}
-	if got, want := l.NetnsPath(), "/var/run/netns/warren-sb-abc"; got != want {
+	if got, want := l.NetnsPath(), "/run/warren/netns/warren-sb-abc"; got != want {
 		t.Errorf("got %v, want %v", got, want)
 	}
 }
@@ -161,9 +163,9 @@ func TestSetupTeardown(t *testing.T) {
 
 	checkInside := func() {
 		t.Helper()
-		ns, err := netns.GetFromName(l.Netns)
+		ns, err := netns.GetFromPath(l.NetnsPath())
 		if err != nil {
-			t.Fatalf("opening netns %s: %v", l.Netns, err)
+			t.Fatalf("opening netns %s: %v", l.NetnsPath(), err)
 		}
 		defer ns.Close()
 		h, err := netlink.NewHandleAt(ns)
@@ -222,6 +224,43 @@ func TestSetupTeardown(t *testing.T) {
 		if _, err := netlink.LinkByName(l.Veth); err == nil {
 			t.Errorf("veth %s still there after Teardown", l.Veth)
 		}
+	}
+}
+
+// TestLegacyNetns: a namespace an earlier Warren made under /var/run/netns
+// (where `ip netns add` can hide it) is still found, configured and removed.
+func TestLegacyNetns(t *testing.T) {
+	RequiresRoot(t)
+	l := testLink(t)
+	t.Cleanup(func() { Teardown(l) })
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // left locked: the thread ends with the goroutine
+		orig, err := netns.Get()
+		if err != nil {
+			done <- err
+			return
+		}
+		ns, err := netns.NewNamed(l.Netns) // iproute2's directory
+		if err == nil {
+			ns.Close()
+		}
+		done <- errors.Join(err, netns.Set(orig))
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.NetnsPath(), filepath.Join(legacyNetnsDir, l.Netns); got != want {
+		t.Errorf("NetnsPath of a legacy namespace: got %s, want %s", got, want)
+	}
+	if !Exists(l) {
+		t.Errorf("Exists of a legacy namespace: got false")
+	}
+	if err := Teardown(l); err != nil {
+		t.Fatalf("Teardown: %v", err)
+	}
+	if Exists(l) || fileExists(filepath.Join(legacyNetnsDir, l.Netns)) {
+		t.Errorf("the legacy namespace is still there after Teardown")
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -31,7 +32,7 @@ func inNetns(t *testing.T, name string, fn func()) {
 		runtime.LockOSThread()
 		// The thread is left locked: Go ends it with the goroutine, so
 		// it never returns to the pool in the wrong namespace.
-		ns, err := netns.GetFromName(name)
+		ns, err := netns.GetFromPath(filepath.Join(NetnsDir, name))
 		if err != nil {
 			t.Errorf("opening netns %s: %v", name, err)
 			return
