@@ -85,10 +85,8 @@ type Link struct {
 // unless an earlier Warren made the namespace under legacyNetnsDir.
 func (l Link) NetnsPath() string {
 	p := filepath.Join(NetnsDir, l.Netns)
-	if _, err := os.Stat(p); err != nil {
-		if legacy := filepath.Join(legacyNetnsDir, l.Netns); fileExists(legacy) {
-			return legacy
-		}
+	if legacy := filepath.Join(legacyNetnsDir, l.Netns); !fileExists(p) && fileExists(legacy) {
+		return legacy
 	}
 	return p
 }
