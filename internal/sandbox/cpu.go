@@ -73,33 +73,46 @@ func withoutCPUQuota(spec *specs.Spec) *specs.Spec {
 	return &s
 }
 
-// setCPULimit writes l into the cgroup at rel (relative to the cgroup
-// root), under cgroup v1's cpu controller or cgroup v2.
+// cpuController finds the CPU controller's directory of the cgroup at rel
+// (relative to the cgroup root): cgroup v1's cpu hierarchy, else cgroup v2.
+func cpuController(rel string) (dir string, v2 bool, err error) {
+	if dir := filepath.Join("/sys/fs/cgroup/cpu", rel); fileExists(filepath.Join(dir, "cpu.cfs_quota_us")) {
+		return dir, false, nil
+	}
+	if dir := filepath.Join("/sys/fs/cgroup", rel); fileExists(filepath.Join(dir, "cpu.max")) {
+		return dir, true, nil
+	}
+	return "", false, fmt.Errorf("no CPU controller for cgroup %s (looked under /sys/fs/cgroup/cpu and /sys/fs/cgroup)", rel)
+}
+
+// setCPULimit writes l into the cgroup at rel.
 func setCPULimit(rel string, l cpuLimit) error {
 	if l.quota == 0 {
 		return nil
 	}
-	if dir := filepath.Join("/sys/fs/cgroup/cpu", rel); fileExists(filepath.Join(dir, "cpu.cfs_quota_us")) {
-		return writeCgroup(dir, [][2]string{
-			{"cpu.cfs_period_us", strconv.FormatUint(l.period, 10)},
-			{"cpu.cfs_quota_us", strconv.FormatInt(l.quota, 10)},
-		})
-	}
-	if dir := filepath.Join("/sys/fs/cgroup", rel); fileExists(filepath.Join(dir, "cpu.max")) {
+	dir, v2, err := cpuController(rel)
+	switch {
+	case err != nil:
+		return fmt.Errorf("setting the CPU limit: %w", err)
+	case v2:
 		return writeCgroup(dir, [][2]string{{"cpu.max", fmt.Sprintf("%d %d", l.quota, l.period)}})
 	}
-	return fmt.Errorf("setting the CPU limit: no CPU controller for cgroup %s (looked under /sys/fs/cgroup/cpu and /sys/fs/cgroup)", rel)
+	return writeCgroup(dir, [][2]string{
+		{"cpu.cfs_period_us", strconv.FormatUint(l.period, 10)},
+		{"cpu.cfs_quota_us", strconv.FormatInt(l.quota, 10)},
+	})
 }
 
 // liftCPULimit removes the CPU quota of the cgroup at rel.
 func liftCPULimit(rel string) error {
-	if dir := filepath.Join("/sys/fs/cgroup/cpu", rel); fileExists(filepath.Join(dir, "cpu.cfs_quota_us")) {
-		return writeCgroup(dir, [][2]string{{"cpu.cfs_quota_us", "-1"}})
-	}
-	if dir := filepath.Join("/sys/fs/cgroup", rel); fileExists(filepath.Join(dir, "cpu.max")) {
+	dir, v2, err := cpuController(rel)
+	switch {
+	case err != nil:
+		return fmt.Errorf("lifting the CPU limit: %w", err)
+	case v2:
 		return writeCgroup(dir, [][2]string{{"cpu.max", "max"}})
 	}
-	return fmt.Errorf("lifting the CPU limit: no CPU controller for cgroup %s", rel)
+	return writeCgroup(dir, [][2]string{{"cpu.cfs_quota_us", "-1"}})
 }
 
 // cgroupOf is the cgroup of instance in, relative to the cgroup root.
@@ -128,15 +141,17 @@ func (m *Manager) withCPUUnlimited(in *instance, f func() error) error {
 		return f()
 	}
 	ferr := f()
-	if err := setCPULimit(rel, limit); err != nil && cgroupExists(rel) {
+	if err := setCPULimit(rel, limit); err != nil && hasCPUController(rel) {
 		m.log.Error("the sandbox runs without its CPU limit; restarting the server sets it again",
 			"runtime_id", in.id, "err", err)
 	}
 	return ferr
 }
 
-func cgroupExists(rel string) bool {
-	return fileExists(filepath.Join("/sys/fs/cgroup/cpu", rel)) || fileExists(filepath.Join("/sys/fs/cgroup", rel, "cgroup.procs"))
+// hasCPUController reports whether the cgroup at rel is still there.
+func hasCPUController(rel string) bool {
+	_, _, err := cpuController(rel)
+	return err == nil
 }
 
 // writeCgroup writes each (file, value) in dir, in order, stopping at the
